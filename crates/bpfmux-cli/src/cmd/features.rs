@@ -1,0 +1,51 @@
+//! `bpfmux features`: the kernel feature table.
+
+use bpfmux::features::{self, Status};
+
+/// Probe what the running kernel offers (load/attach attempts, not versions).
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Let libbpf print its own diagnostics to stderr.
+    #[arg(long)]
+    verbose: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if !args.verbose {
+        features::quiet_libbpf();
+    }
+    let rows = features::probe_all();
+    if args.json {
+        let kernel = kernel_release();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "kernel": kernel, "features": rows })
+            )?
+        );
+        return Ok(());
+    }
+    println!("kernel {}", kernel_release());
+    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    println!("{:w$}  {:13}  {:14}  DETAIL", "FEATURE", "ORIGIN", "STATUS");
+    for r in &rows {
+        let status = match r.status {
+            Status::Yes => "yes".to_string(),
+            ref s => s.to_string(),
+        };
+        println!(
+            "{:w$}  {:13}  {:14}  {}",
+            r.name, r.origin, status, r.detail
+        );
+    }
+    Ok(())
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}

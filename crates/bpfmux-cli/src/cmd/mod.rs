@@ -1,0 +1,3 @@
+pub mod features;
+pub mod maps;
+pub mod sym;

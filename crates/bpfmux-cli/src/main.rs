@@ -1,0 +1,48 @@
+//! `bpfmux`: attach BPF at scale. This binary is a thin shell over the
+//! `bpfmux` library; each subcommand lives in `cmd/`.
+
+mod addr;
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "bpfmux",
+    version,
+    about = "Attach BPF at scale: kernel feature probes, address normalization, symbolization",
+    after_help = "\
+Examples:
+  bpfmux features                    what this kernel offers (probed, not guessed)
+  bpfmux features --json             the same as JSON
+  bpfmux maps --pid 1234             all mappings of process 1234
+  bpfmux maps --pid 1234 --exec-only 0x7f3a12345678 0x55d0c0ffee00
+                                     mapping + file offset + build ID per address
+  bpfmux sym --pid 1234 0x55d0c0ffee00
+                                     function+offset (file:line with DWARF)
+  bpfmux sym --kernel 0xffffffff81234567"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Features(cmd::features::Args),
+    Maps(cmd::maps::Args),
+    Sym(cmd::sym::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Features(a) => cmd::features::run(a),
+        Command::Maps(a) => cmd::maps::run(a),
+        Command::Sym(a) => cmd::sym::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("bpfmux: error: {e:#}");
+        std::process::exit(1);
+    }
+}

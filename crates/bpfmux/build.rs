@@ -1,0 +1,32 @@
+//! Compiles the BPF C programs under `src/bpf/` with clang and generates
+//! libbpf-rs skeletons for them. New engines add a `*.bpf.c` file here and a
+//! line to `PROGRAMS`; the loader code lives next to the C source.
+
+use std::env;
+use std::path::PathBuf;
+
+use libbpf_cargo::SkeletonBuilder;
+
+/// (C source stem under src/bpf/, skeleton module name)
+const PROGRAMS: &[&str] = &["probes"];
+
+fn main() {
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let clang = env::var_os("BPFMUX_CLANG").unwrap_or_else(|| "clang".into());
+    println!("cargo:rerun-if-env-changed=BPFMUX_CLANG");
+    println!("cargo:rerun-if-changed=src/bpf/bpfmux_types.h");
+
+    for name in PROGRAMS {
+        let src = format!("src/bpf/{name}.bpf.c");
+        println!("cargo:rerun-if-changed={src}");
+        let skel = out_dir.join(format!("{name}.skel.rs"));
+        SkeletonBuilder::new()
+            .source(&src)
+            .clang(&clang)
+            // -O2 -g -target bpf are added by libbpf-cargo; the include path
+            // is for our small hand-written kernel type header.
+            .clang_args(["-Wall", "-Werror", "-Isrc/bpf"])
+            .build_and_generate(&skel)
+            .unwrap_or_else(|e| panic!("building BPF program {src}: {e:#}"));
+    }
+}

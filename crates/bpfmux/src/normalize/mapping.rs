@@ -1,0 +1,138 @@
+//! What normalization returns: mappings (VMAs) and per-address results.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Serialize, Serializer};
+
+/// VMA permissions as shown in `/proc/<pid>/maps` (`r-xp`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Perms {
+    pub read: bool,
+    pub write: bool,
+    pub exec: bool,
+    /// `VM_MAYSHARE`: `s` instead of `p` in the text file.
+    pub shared: bool,
+}
+
+impl fmt::Display for Perms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = |on: bool, ch: char| if on { ch } else { '-' };
+        write!(
+            f,
+            "{}{}{}{}",
+            c(self.read, 'r'),
+            c(self.write, 'w'),
+            c(self.exec, 'x'),
+            if self.shared { 's' } else { 'p' }
+        )
+    }
+}
+
+impl Serialize for Perms {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// An ELF build ID (raw bytes; shown as hex).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct BuildId(pub Vec<u8>);
+
+impl From<&[u8]> for BuildId {
+    fn from(b: &[u8]) -> Self {
+        Self(b.to_vec())
+    }
+}
+
+impl fmt::Display for BuildId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl fmt::Debug for BuildId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BuildId({self})")
+    }
+}
+
+impl Serialize for BuildId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One VMA of a process, as the kernel reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Mapping {
+    #[serde(serialize_with = "hex")]
+    pub start: u64,
+    /// Exclusive.
+    #[serde(serialize_with = "hex")]
+    pub end: u64,
+    pub perms: Perms,
+    /// File offset of `start` (0 for anonymous mappings).
+    #[serde(serialize_with = "hex")]
+    pub offset: u64,
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub inode: u64,
+    /// Backing file path (with " (deleted)" if unlinked), or a special name
+    /// like `[heap]`, `[vdso]`, `[anon:name]`; `None` for plain anonymous.
+    pub name: Option<PathBuf>,
+    /// ELF build ID of the backing file, when asked for and present.
+    pub build_id: Option<BuildId>,
+}
+
+impl Mapping {
+    /// Whether a file backs this VMA (the kernel prints dev/inode only then).
+    pub fn is_file_backed(&self) -> bool {
+        self.inode != 0 || self.dev_major != 0 || self.dev_minor != 0
+    }
+
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+
+    /// File offset of `addr`, which must lie inside this mapping.
+    pub fn file_offset(&self, addr: u64) -> u64 {
+        addr - self.start + self.offset
+    }
+}
+
+/// Normalization result for one input address.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NormalizedAddr {
+    #[serde(serialize_with = "hex")]
+    pub addr: u64,
+    /// `None`: no mapping matching the filter covers this address.
+    pub resolved: Option<Resolved>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Resolved {
+    /// Index into [`Normalized::mappings`].
+    pub mapping: usize,
+    #[serde(serialize_with = "hex")]
+    pub file_offset: u64,
+}
+
+/// Addresses of one process, normalized. `addrs` is in input order;
+/// `mappings` holds each mapping that covers at least one of them, by start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Normalized {
+    pub mappings: Vec<Mapping>,
+    pub addrs: Vec<NormalizedAddr>,
+}
+
+impl Normalized {
+    pub fn mapping_of(&self, i: usize) -> Option<&Mapping> {
+        let r = self.addrs.get(i)?.resolved?;
+        self.mappings.get(r.mapping)
+    }
+}
+
+fn hex<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:#x}"))
+}

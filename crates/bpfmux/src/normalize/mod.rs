@@ -1,0 +1,443 @@
+//! Address normalization: for a process and a batch of addresses, find the
+//! mapping covering each address, its file offset, and the backing file's
+//! ELF build ID.
+//!
+//! Two ways to learn a process's VMAs, same results (a test proves it):
+//! - `PROCMAP_QUERY` ioctl (Linux 6.11+): a `COVERING_OR_NEXT_VMA` walk over
+//!   the sorted addresses, one query per distinct VMA touched, with the
+//!   permission / file-backed filters done by the kernel;
+//! - the text `/proc/<pid>/maps`, parsed in one pass, used automatically when
+//!   the ioctl is missing (ENOTTY).
+//!
+//! A [`Normalizer`] caches, per pid, the open maps file, VMAs it has seen and
+//! build IDs per file (`Options::cache`, on by default). Cached VMAs go stale
+//! when the process maps or unmaps memory; call [`Normalizer::forget`] when
+//! that matters, or turn caching off.
+
+mod build_id;
+mod error;
+mod mapping;
+mod procmap_query;
+mod text_maps;
+mod walk;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::PathBuf;
+
+pub use build_id::read as read_build_id;
+pub use error::NormalizeError;
+pub use mapping::{BuildId, Mapping, Normalized, NormalizedAddr, Perms, Resolved};
+
+use procmap_query::{QueryBuf, Want};
+
+/// How to read the process's VMAs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// `PROCMAP_QUERY`, falling back to text on kernels without it.
+    #[default]
+    Auto,
+    /// `PROCMAP_QUERY` only; an error on kernels without it.
+    ProcmapQuery,
+    /// Text `/proc/<pid>/maps` only.
+    Text,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub backend: Backend,
+    /// Report the ELF build ID of each file-backed mapping.
+    pub build_ids: bool,
+    /// Keep VMAs, build IDs and the open maps file per pid across calls.
+    pub cache: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Auto,
+            build_ids: true,
+            cache: true,
+        }
+    }
+}
+
+/// Which VMAs may cover an address; others count as not mapped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct VmaFilter {
+    pub exec_only: bool,
+    pub file_backed_only: bool,
+}
+
+impl VmaFilter {
+    pub const ALL: Self = Self {
+        exec_only: false,
+        file_backed_only: false,
+    };
+    /// Code: what stack addresses point into.
+    pub const EXEC: Self = Self {
+        exec_only: true,
+        file_backed_only: false,
+    };
+
+    fn query_flags(self) -> u64 {
+        let mut f = 0;
+        if self.exec_only {
+            f |= procmap_query::VMA_EXECUTABLE;
+        }
+        if self.file_backed_only {
+            f |= procmap_query::FILE_BACKED_VMA;
+        }
+        f
+    }
+
+    fn accepts(self, exec: bool, file_backed: bool) -> bool {
+        (!self.exec_only || exec) && (!self.file_backed_only || file_backed)
+    }
+}
+
+/// Identifies a backing file for build-ID caching.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FileKey {
+    dev_major: u32,
+    dev_minor: u32,
+    inode: u64,
+}
+
+impl FileKey {
+    fn of(m: &Mapping) -> Self {
+        Self {
+            dev_major: m.dev_major,
+            dev_minor: m.dev_minor,
+            inode: m.inode,
+        }
+    }
+}
+
+/// What we remember about one process while caching is on.
+#[derive(Default)]
+struct PidCache {
+    /// The open maps file (PROCMAP_QUERY needs a descriptor; it pins the
+    /// address space seen at open time, so a reused pid shows up as ESRCH).
+    maps: Option<File>,
+    /// Known VMAs per filter, sorted by start. `complete` when read from the
+    /// text file (every matching VMA is known, so misses are unmapped).
+    vmas: HashMap<VmaFilter, KnownVmas>,
+    build_ids: HashMap<FileKey, Option<BuildId>>,
+}
+
+#[derive(Default)]
+struct KnownVmas {
+    sorted: Vec<Mapping>,
+    complete: bool,
+}
+
+pub struct Normalizer {
+    opts: Options,
+    /// Set once the kernel answered ENOTTY: don't ask again.
+    procmap_unsupported: bool,
+    last_backend: Option<Backend>,
+    qbuf: QueryBuf,
+    text: Vec<u8>,
+    pids: HashMap<u32, PidCache>,
+}
+
+impl Default for Normalizer {
+    fn default() -> Self {
+        Self::new(Options::default())
+    }
+}
+
+impl Normalizer {
+    pub fn new(opts: Options) -> Self {
+        Self {
+            opts,
+            procmap_unsupported: false,
+            last_backend: None,
+            qbuf: QueryBuf::default(),
+            text: Vec::new(),
+            pids: HashMap::new(),
+        }
+    }
+
+    pub fn options(&self) -> Options {
+        self.opts
+    }
+
+    /// Backend the last successful call used (`ProcmapQuery` or `Text`).
+    pub fn last_backend(&self) -> Option<Backend> {
+        self.last_backend
+    }
+
+    /// Drops everything cached about `pid` (e.g. after it exits or
+    /// remaps memory).
+    pub fn forget(&mut self, pid: u32) {
+        self.pids.remove(&pid);
+    }
+
+    /// Normalizes `addrs` (any order, duplicates allowed) of process `pid`.
+    pub fn normalize(
+        &mut self,
+        pid: u32,
+        addrs: &[u64],
+        filter: VmaFilter,
+    ) -> Result<Normalized, NormalizeError> {
+        let sorted = walk::sort_addrs(addrs);
+        self.run(pid, filter, |n, pid, source| {
+            walk::normalize_sorted(&sorted, addrs.len(), source, n, pid)
+        })
+    }
+
+    /// Every VMA of `pid` that passes `filter`, in address order.
+    pub fn mappings(
+        &mut self,
+        pid: u32,
+        filter: VmaFilter,
+    ) -> Result<Vec<Mapping>, NormalizeError> {
+        self.run(pid, filter, |n, pid, source| walk::all(source, n, pid))
+    }
+
+    /// Picks the backend, runs `f` with a VMA source, fills in build IDs,
+    /// and retries once on a stale cached maps file.
+    fn run<T: walk::HasMappings>(
+        &mut self,
+        pid: u32,
+        filter: VmaFilter,
+        mut f: impl FnMut(&mut Self, u32, &mut walk::Source) -> Result<T, NormalizeError>,
+    ) -> Result<T, NormalizeError> {
+        let use_ioctl = match self.opts.backend {
+            Backend::Text => false,
+            Backend::ProcmapQuery => true,
+            Backend::Auto => !self.procmap_unsupported,
+        };
+        if use_ioctl {
+            match self.run_ioctl(pid, filter, &mut f) {
+                Err(NormalizeError::ProcmapQueryUnsupported)
+                    if self.opts.backend == Backend::Auto =>
+                {
+                    self.procmap_unsupported = true;
+                }
+                Err(NormalizeError::NoAddressSpace { .. }) if self.cached_fd(pid) => {
+                    // The cached descriptor may belong to an earlier process
+                    // with this pid: start over once with a fresh one.
+                    self.forget(pid);
+                    return self.run_ioctl(pid, filter, &mut f);
+                }
+                other => return other,
+            }
+        }
+        self.run_text(pid, filter, &mut f)
+    }
+
+    fn cached_fd(&self, pid: u32) -> bool {
+        self.pids.get(&pid).is_some_and(|c| c.maps.is_some())
+    }
+
+    fn run_ioctl<T: walk::HasMappings>(
+        &mut self,
+        pid: u32,
+        filter: VmaFilter,
+        f: &mut impl FnMut(&mut Self, u32, &mut walk::Source) -> Result<T, NormalizeError>,
+    ) -> Result<T, NormalizeError> {
+        let maps = match self.pids.get_mut(&pid).and_then(|c| c.maps.take()) {
+            Some(m) => m,
+            None => open_maps(pid)?,
+        };
+        let inline_build_ids = self.opts.build_ids && !self.opts.cache;
+        let known = if self.opts.cache {
+            self.pids
+                .get_mut(&pid)
+                .and_then(|c| c.vmas.remove(&filter))
+                .unwrap_or_default()
+        } else {
+            KnownVmas::default()
+        };
+        let mut source = walk::Source::Ioctl(walk::IoctlSource {
+            maps,
+            flags: filter.query_flags(),
+            want: Want {
+                name: true,
+                build_id: inline_build_ids,
+            },
+            known,
+            cache: self.opts.cache,
+        });
+        let result = f(self, pid, &mut source);
+        let walk::Source::Ioctl(src) = source else {
+            unreachable!("source kind does not change")
+        };
+        let mut out = result?;
+        if self.opts.build_ids && self.opts.cache {
+            self.fill_build_ids_ioctl(pid, &src.maps, out.mappings_mut())?;
+        }
+        self.last_backend = Some(Backend::ProcmapQuery);
+        if self.opts.cache {
+            let c = self.pids.entry(pid).or_default();
+            c.maps = Some(src.maps);
+            c.vmas.insert(filter, src.known);
+        }
+        Ok(out)
+    }
+
+    fn run_text<T: walk::HasMappings>(
+        &mut self,
+        pid: u32,
+        filter: VmaFilter,
+        f: &mut impl FnMut(&mut Self, u32, &mut walk::Source) -> Result<T, NormalizeError>,
+    ) -> Result<T, NormalizeError> {
+        let cached = self.opts.cache
+            && self
+                .pids
+                .get(&pid)
+                .and_then(|c| c.vmas.get(&filter))
+                .is_some_and(|k| k.complete);
+        let mut source = if cached {
+            let known = self
+                .pids
+                .get_mut(&pid)
+                .and_then(|c| c.vmas.remove(&filter))
+                .unwrap_or_default();
+            walk::Source::Known(walk::KnownSource { known, pos: 0 })
+        } else {
+            let mut maps = open_maps(pid)?;
+            let mut text = std::mem::take(&mut self.text);
+            let read = text_maps::read_all(&mut maps, &mut text);
+            let parsed = match read {
+                Err(e) => Err(NormalizeError::from_io(pid, "reading", e)),
+                // A live user process always has mappings; an empty file
+                // means the address space is gone (the ioctl says ESRCH).
+                Ok(()) if text.is_empty() => Err(NormalizeError::NoAddressSpace { pid }),
+                // To cache, parse everything now; otherwise parse lazily and
+                // stop at the last address.
+                Ok(()) if self.opts.cache => walk::parse_all(&text, filter, pid).map(Some),
+                Ok(()) => Ok(None),
+            };
+            match parsed {
+                Err(e) => {
+                    self.text = text;
+                    return Err(e);
+                }
+                Ok(Some(sorted)) => {
+                    self.text = text;
+                    let known = KnownVmas {
+                        sorted,
+                        complete: true,
+                    };
+                    walk::Source::Known(walk::KnownSource { known, pos: 0 })
+                }
+                Ok(None) => walk::Source::Text(walk::TextSource {
+                    text,
+                    pos: 0,
+                    filter,
+                }),
+            }
+        };
+        let result = f(self, pid, &mut source);
+        // Give the buffer back / keep what was parsed.
+        let known = match source {
+            walk::Source::Text(t) => {
+                self.text = t.text;
+                None
+            }
+            walk::Source::Known(k) => self.opts.cache.then_some(k.known),
+            walk::Source::Ioctl(_) => None,
+        };
+        let mut out = result?;
+        if let Some(known) = known {
+            self.pids.entry(pid).or_default().vmas.insert(filter, known);
+        }
+        if self.opts.build_ids {
+            self.fill_build_ids_text(pid, out.mappings_mut());
+        }
+        self.last_backend = Some(Backend::Text);
+        Ok(out)
+    }
+
+    /// Cached mode: ask the kernel for a file's build ID once per file.
+    fn fill_build_ids_ioctl(
+        &mut self,
+        pid: u32,
+        maps: &File,
+        mappings: &mut [Mapping],
+    ) -> Result<(), NormalizeError> {
+        for m in mappings.iter_mut().filter(|m| m.is_file_backed()) {
+            let key = FileKey::of(m);
+            let cache = &mut self.pids.entry(pid).or_default().build_ids;
+            if let Some(id) = cache.get(&key) {
+                m.build_id = id.clone();
+                continue;
+            }
+            let want = Want {
+                name: false,
+                build_id: true,
+            };
+            let id = procmap_query::query(maps, m.start, 0, want, &mut self.qbuf)
+                .map_err(|e| NormalizeError::from_io(pid, "querying", e))?
+                .and_then(|v| v.build_id);
+            m.build_id = id.clone();
+            self.pids.entry(pid).or_default().build_ids.insert(key, id);
+        }
+        Ok(())
+    }
+
+    /// Text mode: read build IDs from the mapped files ourselves. A file we
+    /// cannot open (permissions, gone) simply has no build ID.
+    fn fill_build_ids_text(&mut self, pid: u32, mappings: &mut [Mapping]) {
+        for m in mappings.iter_mut().filter(|m| m.is_file_backed()) {
+            let key = FileKey::of(m);
+            if self.opts.cache {
+                if let Some(id) = self.pids.get(&pid).and_then(|c| c.build_ids.get(&key)) {
+                    m.build_id = id.clone();
+                    continue;
+                }
+            }
+            let id = open_mapped_file(pid, m).and_then(|f| read_build_id(&f).ok().flatten());
+            m.build_id = id.clone();
+            if self.opts.cache {
+                self.pids.entry(pid).or_default().build_ids.insert(key, id);
+            }
+        }
+    }
+}
+
+fn open_maps(pid: u32) -> Result<File, NormalizeError> {
+    File::open(format!("/proc/{pid}/maps")).map_err(|e| NormalizeError::from_io(pid, "opening", e))
+}
+
+/// Opens the file behind a mapping: `map_files/` names exactly the mapped
+/// file (even if deleted or in another mount namespace) but needs
+/// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; `root/` + path is the fallback.
+pub fn open_mapped_file(pid: u32, m: &Mapping) -> Option<File> {
+    if let Ok(f) = File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)) {
+        return Some(f);
+    }
+    let name = m.name.as_ref()?;
+    if !name.is_absolute() {
+        return None;
+    }
+    let mut p = PathBuf::from(format!("/proc/{pid}/root"));
+    p.push(name.strip_prefix("/").ok()?);
+    File::open(p).ok()
+}
+
+/// Whether this kernel implements `PROCMAP_QUERY` (checked on our own maps).
+pub fn procmap_query_supported() -> std::io::Result<bool> {
+    let maps = File::open("/proc/self/maps")?;
+    let mut buf = QueryBuf::default();
+    let want = Want {
+        name: false,
+        build_id: false,
+    };
+    match procmap_query::query(
+        &maps,
+        0,
+        procmap_query::COVERING_OR_NEXT_VMA,
+        want,
+        &mut buf,
+    ) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => Ok(false),
+        Err(e) => Err(e),
+    }
+}

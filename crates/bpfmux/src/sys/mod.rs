@@ -1,0 +1,5 @@
+//! Raw kernel interfaces that libbpf(-rs) does not wrap (yet): the 7.2+
+//! tracing_multi link, plus the rtnetlink bits the XDP probe needs.
+
+pub mod bpf;
+pub mod netlink;

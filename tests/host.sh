@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Host-side checks for the Rust workspace: formatting, lints, tests.
+# Needs: Rust toolchain (rustfmt, clippy), clang, libelf-dev, zlib1g-dev,
+# pkg-config. Run as root for the full test set (feature probes, the
+# cross-user ptrace test); exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --workspace
