@@ -244,7 +244,6 @@ impl Normalizer {
             Some(m) => m,
             None => open_maps(pid)?,
         };
-        let inline_build_ids = self.opts.build_ids && !self.opts.cache;
         let known = if self.opts.cache {
             self.pids
                 .get_mut(&pid)
@@ -253,23 +252,40 @@ impl Normalizer {
         } else {
             KnownVmas::default()
         };
+        let mut ids = if self.opts.build_ids {
+            self.build_id_cache_take(pid)
+        } else {
+            HashMap::new()
+        };
         let mut source = walk::Source::Ioctl(walk::IoctlSource {
             maps,
             flags: filter.query_flags(),
+            // Ask for build IDs inline (one ioctl per VMA does it all) unless
+            // the cache already has some; see IoctlSource::inline_ids.
             want: Want {
                 name: true,
-                build_id: inline_build_ids,
+                build_id: self.opts.build_ids && ids.is_empty(),
             },
             known,
             cache: self.opts.cache,
+            inline_ids: HashMap::new(),
         });
         let result = f(self, pid, &mut source);
         let walk::Source::Ioctl(src) = source else {
             unreachable!("source kind does not change")
         };
-        let mut out = result?;
-        if self.opts.build_ids && self.opts.cache {
-            self.fill_build_ids_ioctl(pid, &src.maps, out.mappings_mut())?;
+        let mut out = match result {
+            Ok(out) => out,
+            Err(e) => {
+                self.build_id_cache_put(pid, ids);
+                return Err(e);
+            }
+        };
+        if self.opts.build_ids {
+            ids.extend(src.inline_ids);
+            let filled = self.fill_build_ids_ioctl(pid, &src.maps, out.mappings_mut(), &mut ids);
+            self.build_id_cache_put(pid, ids);
+            filled?;
         }
         self.last_backend = Some(Backend::ProcmapQuery);
         if self.opts.cache {
@@ -354,53 +370,69 @@ impl Normalizer {
         Ok(out)
     }
 
-    /// Cached mode: ask the kernel for a file's build ID once per file.
+    /// The build-ID cache for `pid` (empty and per call when caching is off).
+    fn build_id_cache_take(&mut self, pid: u32) -> HashMap<FileKey, Option<BuildId>> {
+        if !self.opts.cache {
+            return HashMap::new();
+        }
+        self.pids
+            .get_mut(&pid)
+            .map(|c| std::mem::take(&mut c.build_ids))
+            .unwrap_or_default()
+    }
+
+    fn build_id_cache_put(&mut self, pid: u32, ids: HashMap<FileKey, Option<BuildId>>) {
+        if self.opts.cache {
+            self.pids.entry(pid).or_default().build_ids = ids;
+        }
+    }
+
+    /// Asks the kernel for each distinct file's build ID once (a query at
+    /// the mapping's start, without the name).
     fn fill_build_ids_ioctl(
         &mut self,
         pid: u32,
         maps: &File,
         mappings: &mut [Mapping],
+        ids: &mut HashMap<FileKey, Option<BuildId>>,
     ) -> Result<(), NormalizeError> {
+        let want = Want {
+            name: false,
+            build_id: true,
+        };
         for m in mappings.iter_mut().filter(|m| m.is_file_backed()) {
             let key = FileKey::of(m);
-            let cache = &mut self.pids.entry(pid).or_default().build_ids;
-            if let Some(id) = cache.get(&key) {
+            if let Some(id) = ids.get(&key) {
                 m.build_id = id.clone();
                 continue;
             }
-            let want = Want {
-                name: false,
-                build_id: true,
-            };
             let id = procmap_query::query(maps, m.start, 0, want, &mut self.qbuf)
                 .map_err(|e| NormalizeError::from_io(pid, "querying", e))?
                 .and_then(|v| v.build_id);
             m.build_id = id.clone();
-            self.pids.entry(pid).or_default().build_ids.insert(key, id);
+            ids.insert(key, id);
         }
         Ok(())
     }
 
-    /// Text mode: read build IDs from the mapped files ourselves. A file we
-    /// cannot open (permissions, gone) simply has no build ID.
+    /// Text mode: read build IDs from the mapped files ourselves, once per
+    /// distinct file. A file we cannot open (permissions, gone) simply has
+    /// no build ID.
     fn fill_build_ids_text(&mut self, pid: u32, mappings: &mut [Mapping]) {
+        let mut ids = self.build_id_cache_take(pid);
         for m in mappings.iter_mut().filter(|m| m.is_file_backed()) {
             let key = FileKey::of(m);
-            if self.opts.cache {
-                if let Some(id) = self.pids.get(&pid).and_then(|c| c.build_ids.get(&key)) {
-                    m.build_id = id.clone();
-                    continue;
-                }
+            if let Some(id) = ids.get(&key) {
+                m.build_id = id.clone();
+                continue;
             }
             let id = open_mapped_file(pid, m).and_then(|f| read_build_id(&f).ok().flatten());
             m.build_id = id.clone();
-            if self.opts.cache {
-                self.pids.entry(pid).or_default().build_ids.insert(key, id);
-            }
+            ids.insert(key, id);
         }
+        self.build_id_cache_put(pid, ids);
     }
 }
-
 fn open_maps(pid: u32) -> Result<File, NormalizeError> {
     File::open(format!("/proc/{pid}/maps")).map_err(|e| NormalizeError::from_io(pid, "opening", e))
 }

@@ -2,12 +2,13 @@
 //! delivered in address order by a [`Source`]. Keeping a single walk is what
 //! makes the ioctl and text paths return identical results.
 
+use std::collections::HashMap;
 use std::fs::File;
 
-use super::mapping::{Mapping, Normalized, NormalizedAddr, Resolved};
+use super::mapping::{BuildId, Mapping, Normalized, NormalizedAddr, Resolved};
 use super::procmap_query::{self, Want};
 use super::text_maps;
-use super::{KnownVmas, NormalizeError, Normalizer, VmaFilter};
+use super::{FileKey, KnownVmas, NormalizeError, Normalizer, VmaFilter};
 
 /// Where VMAs come from.
 pub enum Source {
@@ -25,6 +26,10 @@ pub struct IoctlSource {
     /// VMAs learned so far (sorted), consulted before asking the kernel.
     pub known: KnownVmas,
     pub cache: bool,
+    /// Build IDs the kernel returned inline, per file. Inline asking stops
+    /// once a file shows up twice: many VMAs of one file would otherwise
+    /// have the kernel parse the same ELF each time.
+    pub inline_ids: HashMap<FileKey, Option<BuildId>>,
 }
 
 pub struct TextSource {
@@ -61,6 +66,14 @@ impl Source {
                 let flags = s.flags | procmap_query::COVERING_OR_NEXT_VMA;
                 let vma = procmap_query::query(&s.maps, addr, flags, s.want, &mut n.qbuf)
                     .map_err(|e| NormalizeError::from_io(pid, "querying", e))?;
+                if let (true, Some(v)) = (s.want.build_id, &vma) {
+                    if v.is_file_backed() {
+                        let key = FileKey::of(v);
+                        if s.inline_ids.insert(key, v.build_id.clone()).is_some() {
+                            s.want.build_id = false;
+                        }
+                    }
+                }
                 if let (true, Some(v)) = (s.cache, &vma) {
                     let j = known.partition_point(|m| m.start < v.start);
                     if known.get(j).is_none_or(|m| m.start != v.start) {
