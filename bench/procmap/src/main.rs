@@ -90,6 +90,9 @@ struct Row {
     ns: [f64; 4],
     /// Distinct VMAs the addresses fall in.
     touched: usize,
+    /// Addresses blazesym (maps, ioctl) reported as unknown.
+    blaze_unknown: [usize; 2],
+    ours_unresolved: usize,
 }
 
 const IMPLS: [&str; 4] = [
@@ -141,7 +144,11 @@ fn run_case(
     if a != b {
         bail!("{case}: bpfmux text and ioctl disagree");
     }
-    for (name, bz) in [("maps", &blaze_maps), ("ioctl", &blaze_ioctl)] {
+    let mut blaze_unknown = [0; 2];
+    for (k, (name, bz)) in [("maps", &blaze_maps), ("ioctl", &blaze_ioctl)]
+        .into_iter()
+        .enumerate()
+    {
         let out = bz.normalize_user_addrs_opts(bpid, &addrs, &bopts)?;
         let mut unknown = 0;
         for (i, (off, meta)) in out.outputs.iter().enumerate() {
@@ -163,6 +170,7 @@ fn run_case(
                 );
             }
         }
+        blaze_unknown[k] = unknown;
     }
     let touched = a.mappings.len();
 
@@ -222,12 +230,15 @@ fn run_case(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let ours_unresolved = a.addrs.iter().filter(|x| x.resolved.is_none()).count();
     Ok(Row {
         case,
         addrs: addrs.len(),
         build_ids,
         ns,
         touched,
+        blaze_unknown,
+        ours_unresolved,
     })
 }
 
@@ -417,9 +428,22 @@ fn render(rows: &[Row], helper_vmas: usize, quick: bool) -> String {
         s,
         "\nTargets: ioctl ≥ 5× text on (a), ≥ 40× on (b); bpfmux ≥ blazesym on every row. \
          bpfmux normalizes with the code-only filter (`VmaFilter::EXEC`, the kernel skips \
-         non-code VMAs); blazesym uses its own r-or-x filter. Both resolve every address to the \
-         same file offset (checked before timing)."
+         non-code VMAs); blazesym uses its own r-or-x filter. Where both resolve an address they \
+         agree on the file offset (checked before timing)."
     );
+    for r in rows.iter().filter(|r| r.blaze_unknown != [0, 0]) {
+        let _ = writeln!(
+            s,
+            "\n- {} (build IDs {}): blazesym left {} (maps) / {} (ioctl) of {} addresses unknown \
+             (reason MissingSyms); bpfmux left {} unresolved.",
+            r.case,
+            if r.build_ids { "on" } else { "off" },
+            r.blaze_unknown[0],
+            r.blaze_unknown[1],
+            r.addrs,
+            r.ours_unresolved
+        );
+    }
     s
 }
 
