@@ -28,7 +28,13 @@ pub fn generic() -> Probe {
 pub fn native() -> Probe {
     in_private_netns(|| {
         if let Err(e) = netlink::create_veth("bpfmux0", "bpfmux1") {
-            return Probe::from_io("create veth pair", &e);
+            // Without a veth (driver not built in / module not loadable)
+            // there is nothing to attach to: that says nothing about XDP.
+            let mut p = Probe::from_io("create veth pair (needs the veth driver)", &e);
+            if p.status == super::Status::No {
+                p.status = super::Status::Error;
+            }
+            return p;
         }
         attach(
             "bpfmux0",
