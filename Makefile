@@ -1,0 +1,35 @@
+# bpfmux: the kernel series, the guest harness and the toolkit. 'make help' lists targets.
+# Build trees, downloads and ccache live in $(BPFMUX_CACHE), outside the checkout.
+export BPFMUX_CACHE ?= $(HOME)/.cache/bpfmux
+
+help:
+	@echo "make demo          build the kernel, boot it, one program on many functions, live counts"
+	@echo "make test          every test: host (Rust lints + tests) and guest (3 kernels)"
+	@echo "make kernel        base + kernel/patches -> bzImage (incremental, in \$$BPFMUX_CACHE)"
+	@echo "make kernel-export cache tree commits -> kernel/patches/"
+	@echo "make images        fetch the stock Debian 7.3.4 and 6.12 kernels for comparison"
+	@echo "make deps          install the Debian packages the build and the guest need"
+	@echo "make bench         every benchmark (see bench/)"
+
+deps:
+	scripts/install-deps
+
+kernel: deps
+	kernel/build.sh
+
+kernel-export:
+	kernel/export.sh
+
+images: deps
+	vm/fetch-images.sh
+
+guest-programs: kernel
+	$(MAKE) -s -C tests/guest
+
+demo: kernel guest-programs
+	vm/run -- build/guest/multi-top 'vfs_*' '__x64_sys_*' 5
+
+test: kernel images
+	tests/run-all
+
+.PHONY: help deps kernel kernel-export images guest-programs demo test

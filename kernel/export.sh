@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# make kernel-export: write the commits of the cache tree (base..bpfmux) back into
+# kernel/patches/ as the series, the source of truth. Refuses to drop uncommitted edits.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${BPFMUX_CACHE:-$HOME/.cache/bpfmux}
+tree=$cache/linux
+cd "$tree"
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+	echo "kernel-export: $tree has uncommitted changes; commit them (git -C $tree commit) first" >&2
+	exit 1
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# --no-signature and a fixed sha keep re-exports byte-identical when nothing changed.
+git format-patch -q --no-signature --zero-commit --no-numbered -o "$tmp" base..HEAD
+rm -f "$here"/patches/*.patch
+if compgen -G "$tmp/*.patch" >/dev/null; then
+	cp "$tmp"/*.patch "$here/patches/"
+fi
+n=$(ls "$here"/patches/*.patch 2>/dev/null | wc -l)
+# Record that the tree now matches the exported series, so 'make kernel' keeps it as is.
+printf '%s %s\n' "$(cat "$here"/patches/*.patch </dev/null 2>/dev/null | sha256sum | cut -d' ' -f1)" \
+	"$(git rev-parse HEAD)" >.git/bpfmux-series
+echo "kernel-export: $n patches in kernel/patches/" >&2
+if [ -x "$tree/scripts/checkpatch.pl" ] && [ "$n" -gt 0 ]; then
+	"$tree/scripts/checkpatch.pl" --no-tree --quiet --strict "$here"/patches/*.patch ||
+		echo "kernel-export: checkpatch has remarks (above)" >&2
+fi

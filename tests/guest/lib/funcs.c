@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Choosing kernel functions a tracing program can attach to, for the guest tests. */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/btf.h>
+#include "funcs.h"
+
+/* Names seen in a listing, with how often: a tiny open hash over a sorted array. */
+struct name_count {
+	char *name;
+	int count;
+};
+
+struct names {
+	struct name_count *v;
+	size_t cnt, cap;
+};
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const struct name_count *)a)->name, ((const struct name_count *)b)->name);
+}
+
+static int names_add(struct names *n, const char *name)
+{
+	if (n->cnt == n->cap) {
+		size_t cap = n->cap ? n->cap * 2 : 4096;
+		void *v = realloc(n->v, cap * sizeof(*n->v));
+
+		if (!v)
+			return -ENOMEM;
+		n->v = v;
+		n->cap = cap;
+	}
+	n->v[n->cnt].name = strdup(name);
+	n->v[n->cnt].count = 1;
+	if (!n->v[n->cnt].name)
+		return -ENOMEM;
+	n->cnt++;
+	return 0;
+}
+
+/* Sort and fold duplicates into counts. */
+static void names_fold(struct names *n)
+{
+	size_t i, out = 0;
+
+	qsort(n->v, n->cnt, sizeof(*n->v), cmp_name);
+	for (i = 0; i < n->cnt; i++) {
+		if (out && !strcmp(n->v[out - 1].name, n->v[i].name)) {
+			n->v[out - 1].count++;
+			free(n->v[i].name);
+			continue;
+		}
+		n->v[out++] = n->v[i];
+	}
+	n->cnt = out;
+}
+
+static int names_count(const struct names *n, const char *name)
+{
+	struct name_count key = { .name = (char *)name }, *hit;
+
+	hit = bsearch(&key, n->v, n->cnt, sizeof(*n->v), cmp_name);
+	return hit ? hit->count : 0;
+}
+
+static void names_free(struct names *n)
+{
+	for (size_t i = 0; i < n->cnt; i++)
+		free(n->v[i].name);
+	free(n->v);
+}
+
+/* available_filter_functions: "name" or "name [module]" per line. */
+static int read_ftrace_names(struct names *n)
+{
+	char line[512], name[256];
+	FILE *f = fopen("/sys/kernel/tracing/available_filter_functions", "r");
+	int err = 0;
+
+	if (!f) {
+		err = -errno;
+		perror("available_filter_functions");
+		return err;
+	}
+	while (!err && fgets(line, sizeof(line), f)) {
+		if (strchr(line, '['))
+			continue;	/* module functions are not in vmlinux BTF */
+		if (sscanf(line, "%255s", name) == 1)
+			err = names_add(n, name);
+	}
+	fclose(f);
+	names_fold(n);
+	return err;
+}
+
+/* kallsyms text symbols of vmlinux: "addr t name" (module lines carry "[mod]"). */
+static int read_kallsyms_names(struct names *n)
+{
+	char line[512], name[256], type;
+	unsigned long addr;
+	FILE *f = fopen("/proc/kallsyms", "r");
+	int err = 0;
+
+	if (!f) {
+		err = -errno;
+		perror("/proc/kallsyms");
+		return err;
+	}
+	while (!err && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %c %255s", &addr, &type, name) != 3)
+			continue;
+		if (type != 't' && type != 'T')
+			continue;
+		err = names_add(n, name);
+	}
+	fclose(f);
+	names_fold(n);
+	return err;
+}
+
+unsigned long ksym_addr(const char *want)
+{
+	char line[512], name[256], type;
+	unsigned long addr, found = 0;
+	FILE *f = fopen("/proc/kallsyms", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %c %255s", &addr, &type, name) == 3 &&
+		    (type == 't' || type == 'T') && !strcmp(name, want)) {
+			found = addr;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Scalars, enums and pointers fit in a register; anything else we leave alone. */
+static int fits_register(const struct btf *btf, __u32 type_id)
+{
+	const struct btf_type *t = btf__type_by_id(btf, type_id);
+
+	while (t && (btf_is_mod(t) || btf_is_typedef(t)))
+		t = btf__type_by_id(btf, t->type);
+	return t && (btf_is_int(t) || btf_is_enum(t) || btf_is_enum64(t) || btf_is_ptr(t));
+}
+
+static int traceable(const struct btf *btf, const struct btf_type *func)
+{
+	const struct btf_type *proto = btf__type_by_id(btf, func->type);
+	const struct btf_param *p;
+	int i, n;
+
+	if (!proto || !btf_is_func_proto(proto))
+		return 0;
+	n = btf_vlen(proto);
+	if (n > 6)
+		return 0;
+	if (proto->type && !fits_register(btf, proto->type))
+		return 0;
+	p = btf_params(proto);
+	for (i = 0; i < n; i++)
+		if (!p[i].type || !fits_register(btf, p[i].type))
+			return 0;
+	return 1;
+}
+
+static int matches(const char *name, const char *const *globs)
+{
+	for (; *globs; globs++)
+		if (!fnmatch(*globs, name, 0))
+			return 1;
+	return 0;
+}
+
+static int listed(const char *name, const char *const *list)
+{
+	for (; list && *list; list++)
+		if (!strcmp(name, *list))
+			return 1;
+	return 0;
+}
+
+int func_set_collect(struct func_set *set, const struct btf *btf, const char *const *globs,
+		     const char *const *must, size_t max)
+{
+	struct names ftrace = {}, ksyms = {};
+	__u32 id, n = btf__type_cnt(btf);
+	size_t need = 0;
+	int err;
+
+	memset(set, 0, sizeof(*set));
+	err = read_ftrace_names(&ftrace);
+	if (!err)
+		err = read_kallsyms_names(&ksyms);
+	if (err)
+		goto out;
+	set->ids = calloc(n, sizeof(*set->ids));
+	set->names = calloc(n, sizeof(*set->names));
+	if (!set->ids || !set->names) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (const char *const *m = must; m && *m; m++)
+		need++;
+	/* Two passes: the required names first, so a limit never drops them. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (id = 1; id < n; id++) {
+			const struct btf_type *t = btf__type_by_id(btf, id);
+			const char *name;
+			int required;
+
+			if (!btf_is_func(t))
+				continue;
+			name = btf__name_by_offset(btf, t->name_off);
+			required = listed(name, must);
+			if (pass == 0 ? !required : (required || !matches(name, globs)))
+				continue;
+			if (pass == 1 && set->cnt >= max)
+				break;
+			if (!traceable(btf, t) || names_count(&ftrace, name) != 1 ||
+			    names_count(&ksyms, name) != 1) {
+				if (required) {
+					fprintf(stderr, "%s is not a safe tracing target here\n", name);
+					err = -ENOENT;
+					goto out;
+				}
+				continue;
+			}
+			set->ids[set->cnt] = id;
+			set->names[set->cnt] = strdup(name);
+			set->cnt++;
+		}
+		if (pass == 0 && set->cnt != need) {
+			fprintf(stderr, "only %zu of %zu required functions are in vmlinux BTF\n",
+				set->cnt, need);
+			err = -ENOENT;
+			goto out;
+		}
+	}
+out:
+	names_free(&ftrace);
+	names_free(&ksyms);
+	if (err)
+		func_set_free(set);
+	return err;
+}
+
+void func_set_free(struct func_set *set)
+{
+	for (size_t i = 0; set->names && i < set->cnt; i++)
+		free(set->names[i]);
+	free(set->ids);
+	free(set->names);
+	memset(set, 0, sizeof(*set));
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Choosing kernel functions a tracing program can attach to, for the guest tests. */
+#ifndef BPFMUX_TEST_FUNCS_H
+#define BPFMUX_TEST_FUNCS_H
+
+#include <stddef.h>
+#include <linux/types.h>
+
+struct btf;
+
+struct func_set {
+	__u32 *ids;		/* BTF FUNC ids in vmlinux BTF */
+	char **names;
+	size_t cnt;
+};
+
+/*
+ * Fill @set with up to @max vmlinux functions that are safe targets for fentry and
+ * tracing_multi: a FUNC in BTF with at most six scalar/pointer arguments and no
+ * struct return, listed exactly once in available_filter_functions and once among
+ * kallsyms text symbols, and whose name matches one of @globs (fnmatch, NULL-terminated).
+ * Functions named in @must are always included (and must qualify).
+ * Returns 0 or a negative errno, with a message on stderr.
+ */
+int func_set_collect(struct func_set *set, const struct btf *btf, const char *const *globs,
+		     const char *const *must, size_t max);
+void func_set_free(struct func_set *set);
+
+/* Address of a kallsyms text symbol, 0 if absent. */
+unsigned long ksym_addr(const char *name);
+
+#endif

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Host side of the guest tests: build the test programs, then boot each kernel and run
+# suite.sh in it. A guest that cannot start is a failure, never a skip.
+# usage: tests/guest/run.sh [KERNEL...]   (default: ours stock-7.3 stock-6.12)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+[ $# -gt 0 ] || set -- ours stock-7.3 stock-6.12
+
+if ! make -s -C "$here" || ! (cd "$repo" && cargo build --quiet --bin bpfmux); then
+	echo "guest tests: building the test programs failed"
+	echo "guest: 0 passed, 1 failed"
+	exit 1
+fi
+
+passed=0 failed=0
+for k in "$@"; do
+	log=$(mktemp)
+	"$repo/vm/run" --kernel "$k" --timeout 600 -- "$here/suite.sh" "$k" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	# Take the counts the guest printed; a guest that died before printing them fails.
+	counts=$(grep -E "^$k: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n1)
+	if [ -n "$counts" ]; then
+		p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$counts")
+		f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$counts")
+	else
+		p=0 f=1
+	fi
+	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+		f=1   # the suite passed but the run did not (splat, timeout): count it
+		echo "FAIL $k: vm/run exited $rc"
+	fi
+	passed=$((passed + p)) failed=$((failed + f))
+	rm -f "$log"
+done
+echo "guest: $passed passed, $failed failed"
+[ "$failed" = 0 ]
