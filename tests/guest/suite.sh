@@ -1,15 +1,22 @@
-#!/bin/sh
-# Runs inside the guest: the checks that prove the kernel under test, chosen by its name
-# (ours, stock-7.3, stock-6.12). Prints one line per check and "N passed, N failed" last.
+#!/bin/bash
+# Runs inside the guest: every check for the kernel under test, chosen by its name
+# (ours, stock-7.3, stock-6.12). Each file in suite.d/ adds checks with `run NAME CMD...`
+# and reads $kernel to pick what applies. Prints one line per check and
+# "KERNEL: N passed, N failed" last.
 set -u
 kernel=${1:?usage: suite.sh KERNEL}
+case $kernel in
+ours | stock-7.3 | stock-6.12) ;;
+*) echo "suite.sh: unknown kernel $kernel"; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 bin=$repo/build/guest
+bpfmux=$repo/target/debug/bpfmux
 passed=0 failed=0
 
 run() {
-	name=$1
+	local name=$1
 	shift
 	echo "== $name: $*"
 	if "$@"; then
@@ -19,20 +26,17 @@ run() {
 	fi
 }
 
+# Is this kernel one of the named ones?  e.g.  on ours stock-7.3 && run ...
+on() {
+	local k
+	for k in "$@"; do [ "$k" = "$kernel" ] && return 0; done
+	return 1
+}
+
 echo "guest: $(uname -r) on $(nproc) CPUs"
-run features "$here/features-check.py" "$kernel" "$repo/target/debug/bpfmux"
-case $kernel in
-ours | stock-7.3)
-	run fentry-count "$bin/smoke" fentry 1000
-	run tracing-multi-1000 "$bin/smoke" tracing-multi 1000 1000
-	run kprobe-multi-glob "$bin/smoke" kprobe-multi 1000
-	;;
-stock-6.12)
-	run fentry-count "$bin/smoke" fentry 1000
-	run kprobe-multi-glob "$bin/smoke" kprobe-multi 1000
-	;;
-*)
-	echo "suite.sh: unknown kernel $kernel"; exit 2 ;;
-esac
+for part in "$here"/suite.d/*.sh; do
+	# shellcheck source=/dev/null
+	. "$part"
+done
 echo "$kernel: $passed passed, $failed failed"
 [ "$failed" = 0 ]
