@@ -118,7 +118,8 @@ if [ ! -f "$out/.config" ] || [ "$(cat "$out/.bpfmux-config-sum" 2>/dev/null)" !
 fi
 
 export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache} CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
-export CCACHE_BASEDIR=$tree CCACHE_NOHASHDIR=1
+# base_dir covers tree and build dir so a second cache (another worktree) hits the same ccache.
+export CCACHE_BASEDIR=$cache CCACHE_NOHASHDIR=1
 export KBUILD_BUILD_TIMESTAMP='1970-01-01' KBUILD_BUILD_USER=bpfmux KBUILD_BUILD_HOST=bpfmux
 start=$(date +%s)
 echo "build: make -j$jobs bzImage (output in $out)" >&2
