@@ -152,7 +152,7 @@ static int fits_register(const struct btf *btf, __u32 type_id)
 	return t && (btf_is_int(t) || btf_is_enum(t) || btf_is_enum64(t) || btf_is_ptr(t));
 }
 
-static int traceable(const struct btf *btf, const struct btf_type *func)
+static int traceable(const struct btf *btf, const struct btf_type *func, int max_args)
 {
 	const struct btf_type *proto = btf__type_by_id(btf, func->type);
 	const struct btf_param *p;
@@ -161,7 +161,7 @@ static int traceable(const struct btf *btf, const struct btf_type *func)
 	if (!proto || !btf_is_func_proto(proto))
 		return 0;
 	n = btf_vlen(proto);
-	if (n > 6)
+	if (n > max_args)
 		return 0;
 	if (proto->type && !fits_register(btf, proto->type))
 		return 0;
@@ -190,6 +190,12 @@ static int listed(const char *name, const char *const *list)
 
 int func_set_collect(struct func_set *set, const struct btf *btf, const char *const *globs,
 		     const char *const *must, size_t max)
+{
+	return func_set_collect_args(set, btf, globs, must, max, 6);
+}
+
+int func_set_collect_args(struct func_set *set, const struct btf *btf, const char *const *globs,
+			  const char *const *must, size_t max, int max_args)
 {
 	struct names ftrace = {}, ksyms = {};
 	__u32 id, n = btf__type_cnt(btf);
@@ -225,7 +231,7 @@ int func_set_collect(struct func_set *set, const struct btf *btf, const char *co
 				continue;
 			if (pass == 1 && set->cnt >= max)
 				break;
-			if (!traceable(btf, t) || names_count(&ftrace, name) != 1 ||
+			if (!traceable(btf, t, max_args) || names_count(&ftrace, name) != 1 ||
 			    names_count(&ksyms, name) != 1) {
 				if (required) {
 					fprintf(stderr, "%s is not a safe tracing target here\n", name);

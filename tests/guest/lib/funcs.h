@@ -24,6 +24,9 @@ struct func_set {
  */
 int func_set_collect(struct func_set *set, const struct btf *btf, const char *const *globs,
 		     const char *const *must, size_t max);
+/* Same, with functions of up to @max_args arguments (up to 12: some passed on the stack). */
+int func_set_collect_args(struct func_set *set, const struct btf *btf, const char *const *globs,
+			  const char *const *must, size_t max, int max_args);
 void func_set_free(struct func_set *set);
 
 /* Address of a kallsyms text symbol, 0 if absent. */

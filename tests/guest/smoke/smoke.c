@@ -11,44 +11,19 @@
  * Exit status 0 when every check holds; each check prints "ok - ..." or "FAIL - ...".
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include "../lib/check.h"
 #include "../lib/counter.h"
 #include "../lib/funcs.h"
 
-static int failures;
 static char obj_path[4096];	/* smoke.bpf.o, next to this binary */
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s - ", ok ? "ok" : "FAIL");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
-	if (!ok)
-		failures++;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void call_getpgid(long n)
 {
@@ -203,5 +178,5 @@ int main(int argc, char **argv)
 		fprintf(stderr, "unknown test %s\n", argv[1]);
 		return 2;
 	}
-	return failures ? 1 : 0;
+	return check_failures ? 1 : 0;
 }

@@ -1,0 +1,531 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Guest tests of the series' global-trampoline backend for tracing multi-links
+ * (link_create.flags = BPF_F_TRACING_MULTI_GLOBAL).
+ *
+ *   gtramp probe            exit 0 if the kernel accepts the flag, 3 if it refuses it
+ *                           with EINVAL (stock kernels), 1 otherwise
+ *   gtramp basic N          one function: exact count, link info and fdinfo say "global",
+ *                           nothing counted after detach
+ *   gtramp many N MIN       >= MIN functions with a cookie each: exact counts and cookies
+ *   gtramp all N            every safe function with up to 12 arguments, exact count
+ *   gtramp args             do_mmap (9 arguments, 3 on the stack): every argument exact
+ *   gtramp rollback         a refused target fails the whole link and leaves nothing behind
+ *   gtramp coexist N        per-function fentry and global multi on one function, both orders
+ *   gtramp stress SECS      attach/detach in a loop while two CPUs call the functions
+ *
+ * Each check prints "ok - ..." or "FAIL - ..."; exit status 0 when all hold.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "../lib/check.h"
+#include "../lib/counter.h"
+#include "../lib/funcs.h"
+
+#ifndef BPF_F_TRACING_MULTI_GLOBAL
+#error "needs the series' UAPI (BPF_F_TRACING_MULTI_GLOBAL): build against the tree's libbpf"
+#endif
+
+static char obj_path[4096];	/* gtramp.bpf.o, next to this binary */
+
+static void call_getpgid(long n)
+{
+	for (long i = 0; i < n; i++)
+		syscall(SYS_getpgid, 0);
+}
+
+static void call_getpriority(long n)
+{
+	for (long i = 0; i < n; i++)
+		syscall(SYS_getpriority, 0 /* PRIO_PROCESS */, 0);
+}
+
+static struct bpf_link *attach_global(struct bpf_program *prog, const __u32 *ids,
+				      const __u64 *cookies, size_t cnt)
+{
+	LIBBPF_OPTS(bpf_tracing_multi_opts, opts, .ids = ids, .cookies = cookies, .cnt = cnt,
+		    .flags = BPF_F_TRACING_MULTI_GLOBAL);
+
+	return bpf_program__attach_tracing_multi(prog, NULL, &opts);
+}
+
+static int fdinfo_has(int fd, const char *needle)
+{
+	char path[64], buf[4096];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return strstr(buf, needle) != NULL;
+}
+
+static __s32 func_id(const struct btf *btf, const char *name)
+{
+	return btf__find_by_name_kind(btf, name, BTF_KIND_FUNC);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Must not be counted: the kernel dropped everything on detach. */
+static void check_detached(struct bpf_object *obj, unsigned long addr, __u64 before)
+{
+	call_getpgid(5);
+	check(counter_hits(obj, addr) == before, "nothing counted after detach (%llu, was %llu)",
+	      (unsigned long long)counter_hits(obj, addr), (unsigned long long)before);
+}
+
+static int test_probe(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	__u32 id;
+	int err;
+
+	if (!btf)
+		return 1;
+	id = func_id(btf, "__x64_sys_getpgid");
+	obj = counter_load(obj_path, "fentry_multi", getpid(), &prog);
+	if (!obj)
+		return 1;
+	link = attach_global(prog, &id, NULL, 1);
+	err = link ? 0 : errno;
+	bpf_link__destroy(link);
+	bpf_object__close(obj);
+	btf__free(btf);
+	printf("global backend: %s\n", link ? "yes" : strerror(err));
+	return link ? 0 : err == EINVAL ? 3 : 1;
+}
+
+static void test_basic(long n)
+{
+	unsigned long addr = ksym_addr("__x64_sys_getpgid");
+	struct bpf_link_info info = {};
+	__u32 info_len = sizeof(info), id;
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	struct btf *btf;
+	int err;
+
+	btf = btf__load_vmlinux_btf();
+	check(btf && addr, "vmlinux BTF and __x64_sys_getpgid");
+	if (!btf || !addr)
+		return;
+	id = func_id(btf, "__x64_sys_getpgid");
+	obj = counter_load(obj_path, "fentry_multi", getpid(), &prog);
+	check(obj != NULL, "program loads");
+	if (!obj)
+		goto out;
+	link = attach_global(prog, &id, NULL, 1);
+	check(link != NULL, "global link on __x64_sys_getpgid (%s)", link ? "ok" : strerror(errno));
+	if (link) {
+		err = bpf_link_get_info_by_fd(bpf_link__fd(link), &info, &info_len);
+		check(!err && info.type == BPF_LINK_TYPE_TRACING_MULTI &&
+		      info.tracing_multi.count == 1 &&
+		      info.tracing_multi.flags == BPF_F_TRACING_MULTI_GLOBAL,
+		      "link info: type %u, %u functions, flags %#x", info.type,
+		      info.tracing_multi.count, info.tracing_multi.flags);
+		check(fdinfo_has(bpf_link__fd(link), "backend:\tglobal"), "fdinfo says backend global");
+		call_getpgid(n);
+		check(counter_hits(obj, addr) == (__u64)n, "counted %llu of %ld calls",
+		      (unsigned long long)counter_hits(obj, addr), n);
+		bpf_link__destroy(link);
+		check_detached(obj, addr, n);
+	}
+	bpf_object__close(obj);
+out:
+	btf__free(btf);
+}
+
+/* Cookie of function i is i + 1000, so each function's cookie is recognisable. */
+static void test_set(long n, size_t min_funcs, int all)
+{
+	static const char *const some[] = {
+		"__x64_sys_*", "vfs_*", "ext4_*", "tcp_*", "udp_*", "inet_*", "proc_*", "seq_*",
+		"kernfs_*", "pipe_*", "sock_*", NULL };
+	static const char *const every[] = { "*", NULL };
+	static const char *const must[] = { "__x64_sys_getpgid", "__x64_sys_getpriority", NULL };
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid");
+	unsigned long prio = ksym_addr("__x64_sys_getpriority");
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	struct func_set set;
+	__u64 *cookies = NULL;
+	struct btf *btf;
+	double t0, t1;
+	int err, cfd;
+
+	btf = btf__load_vmlinux_btf();
+	check(btf && pgid && prio, "vmlinux BTF, getpgid and getpriority");
+	if (!btf || !pgid || !prio)
+		return;
+	err = func_set_collect_args(&set, btf, all ? every : some, must,
+				    all ? (size_t)-1 : min_funcs + min_funcs / 2, all ? 12 : 6);
+	check(!err && set.cnt >= min_funcs, "found %zu functions (need %zu)", set.cnt, min_funcs);
+	if (err || set.cnt < min_funcs)
+		goto out_btf;
+	cookies = calloc(set.cnt, sizeof(*cookies));
+	for (size_t i = 0; cookies && i < set.cnt; i++)
+		cookies[i] = 1000 + i;
+	obj = counter_load(obj_path, "fentry_multi", getpid(), &prog);
+	check(obj && cookies, "program loads");
+	if (!obj || !cookies)
+		goto out_set;
+
+	t0 = now();
+	link = attach_global(prog, set.ids, cookies, set.cnt);
+	t1 = now();
+	check(link != NULL, "global link on %zu functions (%s), attach %.3f s", set.cnt,
+	      link ? "ok" : strerror(errno), t1 - t0);
+	if (link) {
+		call_getpgid(n);
+		call_getpriority(n / 2);
+		check(counter_hits(obj, pgid) == (__u64)n, "getpgid counted %llu of %ld",
+		      (unsigned long long)counter_hits(obj, pgid), n);
+		check(counter_hits(obj, prio) == (__u64)(n / 2), "getpriority counted %llu of %ld",
+		      (unsigned long long)counter_hits(obj, prio), n / 2);
+		cfd = bpf_map__fd(bpf_object__find_map_by_name(obj, "cookies"));
+		for (size_t i = 0; i < 2; i++) {
+			unsigned long a = i ? prio : pgid;
+			const char *name = i ? "__x64_sys_getpriority" : "__x64_sys_getpgid";
+			__u64 key = a, got = 0, want = 0;
+
+			for (size_t j = 0; j < set.cnt; j++)
+				if (!strcmp(set.names[j], name))
+					want = cookies[j];
+			bpf_map_lookup_elem(cfd, &key, &got);
+			check(got == want && want, "%s saw cookie %llu (want %llu)", name,
+			      (unsigned long long)got, (unsigned long long)want);
+		}
+		t0 = now();
+		bpf_link__destroy(link);
+		t1 = now();
+		printf("detach %.3f s\n", t1 - t0);
+		check_detached(obj, pgid, n);
+	}
+	bpf_object__close(obj);
+out_set:
+	free(cookies);
+	func_set_free(&set);
+out_btf:
+	btf__free(btf);
+}
+
+/*
+ * do_mmap(file, addr, len, prot, flags, vm_flags, pgoff, populate, uf): nine arguments, the
+ * last three on the stack. Map a file at page offset 5 with a length nobody else uses.
+ */
+static void test_args(void)
+{
+	const long pg = sysconf(_SC_PAGESIZE), len = 3 * pg;
+	__u64 cfg0, cfg1, v[14] = {};
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	int fd, cfd, afd;
+	struct btf *btf;
+	void *p;
+	__u32 id;
+
+	btf = btf__load_vmlinux_btf();
+	cfg0 = ksym_addr("do_mmap");
+	check(btf && cfg0 && func_id(btf, "do_mmap") > 0, "do_mmap is in BTF and kallsyms");
+	if (!btf || !cfg0)
+		goto out_btf;
+	id = func_id(btf, "do_mmap");
+	obj = counter_load(obj_path, "fentry_args", getpid(), &prog);
+	check(obj != NULL, "program loads");
+	if (!obj)
+		goto out_btf;
+	cfd = bpf_map__fd(bpf_object__find_map_by_name(obj, "cfg"));
+	afd = bpf_map__fd(bpf_object__find_map_by_name(obj, "args"));
+	cfg1 = len;
+	bpf_map_update_elem(cfd, &(__u32){0}, &cfg0, BPF_ANY);
+	bpf_map_update_elem(cfd, &(__u32){1}, &cfg1, BPF_ANY);
+	link = attach_global(prog, &id, NULL, 1);
+	check(link != NULL, "global link on do_mmap (%s)", link ? "ok" : strerror(errno));
+	fd = open("/proc/self/exe", O_RDONLY);
+	if (link && fd >= 0) {
+		p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 5 * pg);
+		check(p != MAP_FAILED, "mmap of the test binary at page 5");
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		for (__u32 k = 0; k < 14; k++)
+			bpf_map_lookup_elem(afd, &k, &v[k]);
+		check(v[13] == 1, "one call captured (%llu)", (unsigned long long)v[13]);
+		check(v[0] == 9, "bpf_get_func_arg_cnt() = %llu (want 9)", (unsigned long long)v[0]);
+		check(v[1] != 0 && v[2] == 0 && v[3] == (__u64)len && v[4] == PROT_READ &&
+		      (v[5] & MAP_PRIVATE),
+		      "register arguments: file %#llx addr %llu len %llu prot %llu flags %#llx",
+		      (unsigned long long)v[1], (unsigned long long)v[2],
+		      (unsigned long long)v[3], (unsigned long long)v[4], (unsigned long long)v[5]);
+		check(v[7] == 5 && v[8] != 0,
+		      "stack arguments: pgoff %llu (want 5), populate %#llx",
+		      (unsigned long long)v[7], (unsigned long long)v[8]);
+	}
+	if (fd >= 0)
+		close(fd);
+	bpf_link__destroy(link);
+	bpf_object__close(obj);
+out_btf:
+	btf__free(btf);
+}
+
+/* Functions the kernel refuses to trace; the first one present in BTF is used. */
+static const char *const refused[] = {
+	"migrate_disable", "migrate_enable", "__rcu_read_lock", "__rcu_read_unlock",
+	"rcu_read_unlock_strict", "preempt_count_sub", NULL };
+
+static void test_rollback(void)
+{
+	unsigned long addr = ksym_addr("__x64_sys_getpgid");
+	struct bpf_program *prog, *prog1;
+	struct bpf_object *obj, *obj1;
+	struct bpf_link *link;
+	struct btf *btf;
+	const char *bad = NULL;
+	__u32 ids[3];
+	int err;
+
+	btf = btf__load_vmlinux_btf();
+	if (!btf) {
+		check(0, "vmlinux BTF");
+		return;
+	}
+	for (const char *const *r = refused; *r && !bad; r++)
+		if (func_id(btf, *r) > 0)
+			bad = *r;
+	check(bad != NULL, "a refused function is in BTF (%s)", bad ? bad : "none");
+	if (!bad)
+		goto out_btf;
+	ids[0] = func_id(btf, "__x64_sys_getpgid");
+	ids[1] = func_id(btf, "__x64_sys_getpriority");
+	ids[2] = func_id(btf, bad);
+	qsort(ids, 3, sizeof(ids[0]), cmp_u32);
+	obj = counter_load(obj_path, "fentry_multi", getpid(), &prog);
+	obj1 = counter_load(obj_path, "fentry_one", getpid(), &prog1);
+	check(obj && obj1, "programs load");
+	if (!obj || !obj1)
+		goto out_obj;
+	link = attach_global(prog, ids, NULL, 3);
+	err = errno;
+	check(link == NULL, "global link including %s is refused (%s)", bad,
+	      link ? "attached!" : strerror(err));
+	bpf_link__destroy(link);
+	call_getpgid(10);
+	check(counter_hits(obj, addr) == 0, "nothing attached after the refusal (%llu counted)",
+	      (unsigned long long)counter_hits(obj, addr));
+	/* The site must be free again for a per-function trampoline. */
+	link = bpf_program__attach(prog1);
+	check(link != NULL, "fentry on __x64_sys_getpgid still attaches (%s)",
+	      link ? "ok" : strerror(errno));
+	if (link) {
+		call_getpgid(7);
+		check(counter_hits(obj1, addr) == 7, "and counts 7 of 7 (%llu)",
+		      (unsigned long long)counter_hits(obj1, addr));
+	}
+	bpf_link__destroy(link);
+out_obj:
+	bpf_object__close(obj);
+	bpf_object__close(obj1);
+out_btf:
+	btf__free(btf);
+}
+
+/*
+ * A function with an ordinary fentry program (per-function trampoline) and a global
+ * multi program: both run, in either attach order, and detaching one leaves the other.
+ */
+static void test_coexist(long n)
+{
+	unsigned long addr = ksym_addr("__x64_sys_getpgid");
+	struct bpf_program *gprog, *fprog;
+	struct bpf_object *gobj, *fobj;
+	struct bpf_link *g, *f;
+	__u64 gbase, fbase;
+	struct btf *btf;
+	__u32 ids[2];
+
+	btf = btf__load_vmlinux_btf();
+	if (!btf) {
+		check(0, "vmlinux BTF");
+		return;
+	}
+	ids[0] = func_id(btf, "__x64_sys_getpgid");
+	ids[1] = func_id(btf, "__x64_sys_getpriority");
+	qsort(ids, 2, sizeof(ids[0]), cmp_u32);
+	gobj = counter_load(obj_path, "fentry_multi", getpid(), &gprog);
+	fobj = counter_load(obj_path, "fentry_one", getpid(), &fprog);
+	check(gobj && fobj, "programs load");
+	if (!gobj || !fobj)
+		goto out;
+	for (int order = 0; order < 2; order++) {
+		const char *first = order ? "global" : "fentry";
+
+		if (order) {
+			g = attach_global(gprog, ids, NULL, 2);
+			f = g ? bpf_program__attach(fprog) : NULL;
+		} else {
+			f = bpf_program__attach(fprog);
+			g = f ? attach_global(gprog, ids, NULL, 2) : NULL;
+		}
+		check(f && g, "%s first: both attach (%s)", first, f && g ? "ok" : strerror(errno));
+		if (!f || !g) {
+			bpf_link__destroy(f);
+			bpf_link__destroy(g);
+			continue;
+		}
+		gbase = counter_hits(gobj, addr);
+		fbase = counter_hits(fobj, addr);
+		call_getpgid(n);
+		check(counter_hits(gobj, addr) - gbase == (__u64)n &&
+		      counter_hits(fobj, addr) - fbase == (__u64)n,
+		      "%s first: global counted %llu, fentry %llu of %ld", first,
+		      (unsigned long long)(counter_hits(gobj, addr) - gbase),
+		      (unsigned long long)(counter_hits(fobj, addr) - fbase), n);
+		/* Detach the one attached first; the other keeps counting alone. */
+		bpf_link__destroy(order ? g : f);
+		gbase = counter_hits(gobj, addr);
+		fbase = counter_hits(fobj, addr);
+		call_getpgid(n);
+		check(counter_hits(gobj, addr) - gbase == (__u64)(order ? 0 : n) &&
+		      counter_hits(fobj, addr) - fbase == (__u64)(order ? n : 0),
+		      "%s first, %s detached: global %llu, fentry %llu", first, first,
+		      (unsigned long long)(counter_hits(gobj, addr) - gbase),
+		      (unsigned long long)(counter_hits(fobj, addr) - fbase));
+		bpf_link__destroy(order ? f : g);
+		gbase = counter_hits(gobj, addr);
+		fbase = counter_hits(fobj, addr);
+		call_getpgid(5);
+		check(counter_hits(gobj, addr) == gbase && counter_hits(fobj, addr) == fbase,
+		      "%s first: nothing counted after both detached", first);
+	}
+out:
+	bpf_object__close(gobj);
+	bpf_object__close(fobj);
+	btf__free(btf);
+}
+
+static void hot_worker(void)
+{
+	char buf[64];
+	int fd = open("/proc/self/stat", O_RDONLY);
+
+	for (;;) {
+		syscall(SYS_getpgid, 0);
+		syscall(SYS_getpriority, 0, 0);
+		if (fd >= 0)
+			pread(fd, buf, sizeof(buf), 0);
+	}
+}
+
+static void test_stress(double secs)
+{
+	static const char *const globs[] = { "__x64_sys_*", "vfs_*", "seq_*", "proc_*", NULL };
+	static const char *const must[] = { "__x64_sys_getpgid", NULL };
+	unsigned long addr = ksym_addr("__x64_sys_getpgid");
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct func_set set;
+	pid_t workers[2];
+	int rounds = 0, failed = 0, status;
+	struct btf *btf;
+	double end;
+
+	btf = btf__load_vmlinux_btf();
+	if (!btf || func_set_collect(&set, btf, globs, must, 1000)) {
+		check(0, "function set for the stress test");
+		btf__free(btf);
+		return;
+	}
+	/* Count every process: the workers are the load. */
+	obj = counter_load(obj_path, "fentry_multi", 0, &prog);
+	check(obj != NULL, "program loads");
+	if (!obj)
+		goto out;
+	for (int i = 0; i < 2; i++) {
+		workers[i] = fork();
+		if (!workers[i])
+			hot_worker();
+	}
+	end = now() + secs;
+	while (now() < end) {
+		struct bpf_link *link = attach_global(prog, set.ids, NULL, set.cnt);
+
+		if (!link) {
+			failed++;
+			continue;
+		}
+		usleep(20000);
+		bpf_link__destroy(link);
+		rounds++;
+	}
+	for (int i = 0; i < 2; i++) {
+		kill(workers[i], SIGKILL);
+		waitpid(workers[i], &status, 0);
+	}
+	check(rounds > 0 && !failed, "%d attach/detach rounds of %zu functions under load, %d failed",
+	      rounds, set.cnt, failed);
+	check(counter_hits(obj, addr) > 0, "the workers' calls were counted while attached (%llu)",
+	      (unsigned long long)counter_hits(obj, addr));
+	bpf_object__close(obj);
+out:
+	func_set_free(&set);
+	btf__free(btf);
+}
+
+int main(int argc, char **argv)
+{
+	long n = argc > 2 ? atol(argv[2]) : 1000;
+	const char *cmd = argc > 1 ? argv[1] : "";
+
+	snprintf(obj_path, sizeof(obj_path), "%s.bpf.o", argv[0]);
+	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
+	if (!strcmp(cmd, "probe"))
+		return test_probe();
+	else if (!strcmp(cmd, "basic"))
+		test_basic(n);
+	else if (!strcmp(cmd, "many"))
+		test_set(n, argc > 3 ? atol(argv[3]) : 1000, 0);
+	else if (!strcmp(cmd, "all"))
+		test_set(n, 5000, 1);
+	else if (!strcmp(cmd, "args"))
+		test_args();
+	else if (!strcmp(cmd, "rollback"))
+		test_rollback();
+	else if (!strcmp(cmd, "coexist"))
+		test_coexist(n);
+	else if (!strcmp(cmd, "stress"))
+		test_stress(argc > 2 ? atof(argv[2]) : 10);
+	else {
+		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|coexist|stress [N]\n",
+			argv[0]);
+		return 2;
+	}
+	return check_failures ? 1 : 0;
+}

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* TAP-like checks for the guest test programs: "ok - ..." / "FAIL - ..." lines. */
+#ifndef BPFMUX_TEST_CHECK_H
+#define BPFMUX_TEST_CHECK_H
+
+/* Failed checks so far; a program exits non-zero when this is not 0. */
+extern int check_failures;
+
+void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* CLOCK_MONOTONIC in seconds. */
+double now(void);
+
+#endif
