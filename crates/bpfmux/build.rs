@@ -10,14 +10,20 @@ use libbpf_cargo::SkeletonBuilder;
 /// (C source stem under src/bpf/, skeleton module name)
 const PROGRAMS: &[&str] = &["probes"];
 
+/// BPF C kept next to its loader outside src/bpf/: (source, skeleton name).
+const PROGRAMS_ELSEWHERE: &[(&str, &str)] = &[("src/xdp/dispatcher.bpf.c", "xdp_dispatcher")];
+
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let clang = env::var_os("BPFMUX_CLANG").unwrap_or_else(|| "clang".into());
     println!("cargo:rerun-if-env-changed=BPFMUX_CLANG");
     println!("cargo:rerun-if-changed=src/bpf/bpfmux_types.h");
 
-    for name in PROGRAMS {
-        let src = format!("src/bpf/{name}.bpf.c");
+    let sources = PROGRAMS
+        .iter()
+        .map(|n| (format!("src/bpf/{n}.bpf.c"), *n))
+        .chain(PROGRAMS_ELSEWHERE.iter().map(|(s, n)| (s.to_string(), *n)));
+    for (src, name) in sources {
         println!("cargo:rerun-if-changed={src}");
         let skel = out_dir.join(format!("{name}.skel.rs"));
         SkeletonBuilder::new()

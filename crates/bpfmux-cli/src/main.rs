@@ -20,7 +20,8 @@ Examples:
                                      mapping + file offset + build ID per address
   bpfmux sym --pid 1234 0x55d0c0ffee00
                                      function+offset (file:line with DWARF)
-  bpfmux sym --kernel 0xffffffff81234567"
+  bpfmux sym --kernel 0xffffffff81234567
+  bpfmux xdp attach eth0 fw.o count.o several XDP programs on one interface"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -32,6 +33,7 @@ enum Command {
     Features(cmd::features::Args),
     Maps(cmd::maps::Args),
     Sym(cmd::sym::Args),
+    Xdp(cmd::xdp::Args),
 }
 
 fn main() {
@@ -40,6 +42,7 @@ fn main() {
         Command::Features(a) => cmd::features::run(a),
         Command::Maps(a) => cmd::maps::run(a),
         Command::Sym(a) => cmd::sym::run(a),
+        Command::Xdp(a) => cmd::xdp::run(a),
     };
     if let Err(e) = result {
         eprintln!("bpfmux: error: {e:#}");

@@ -6,9 +6,11 @@
 //! - [`symbolize`]: normalized user addresses and kernel addresses → symbols.
 //! - [`bpf`]: BPF C programs (compiled by build.rs) and their skeletons.
 //! - [`sys`]: thin wrappers over raw syscalls libbpf does not cover yet.
+//! - [`xdp`]: several XDP programs on one interface, chained by return code.
 
 pub mod bpf;
 pub mod features;
 pub mod normalize;
 pub mod symbolize;
 pub mod sys;
+pub mod xdp;

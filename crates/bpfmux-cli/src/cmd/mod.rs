@@ -1,3 +1,4 @@
 pub mod features;
 pub mod maps;
 pub mod sym;
+pub mod xdp;

@@ -1,0 +1,115 @@
+//! The mechanisms that run several XDP programs as one: each engine turns a
+//! set of programs into one head program for the interface's XDP link.
+//! Whatever the engine, the set is described by the same record, so `list`
+//! shows the same picture.
+
+use std::fmt;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use super::direct::Direct;
+use super::dispatcher::Dispatcher;
+use super::kernel_chain::KernelChain;
+use super::program::Resolved;
+use super::state::{ProgRecord, SetRecord};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineKind {
+    /// One program, attached as it is: nothing in between.
+    Direct,
+    /// bpfmux's freplace dispatcher (any kernel with BPF trampolines).
+    Dispatcher,
+    /// The series' kernel chain calls (BPF_PROG_CHAIN_*).
+    KernelChain,
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineKind::Direct => "direct",
+            EngineKind::Dispatcher => "dispatcher",
+            EngineKind::KernelChain => "kernel-chain",
+        })
+    }
+}
+
+/// The user's choice on the command line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// One program: direct; several: kernel chain calls when this kernel
+    /// has them, else the dispatcher.
+    #[default]
+    Auto,
+    Dispatcher,
+    KernelChain,
+}
+
+/// The set that is live now, for engines that can keep its programs.
+pub struct Previous<'a> {
+    pub record: &'a SetRecord,
+    pub generation: &'a Path,
+}
+
+/// Everything an engine loaded for a set. Nothing of it sees traffic until
+/// the caller points the interface's XDP link at `head`; dropping it
+/// unloads everything.
+pub struct Built {
+    /// The program the XDP link will run.
+    pub head: OwnedFd,
+    /// Objects to pin in the generation directory, by file name: what must
+    /// outlive this process for the set to keep working.
+    pub pins: Vec<(String, OwnedFd)>,
+    /// The set in run order (prog ids filled in).
+    pub progs: Vec<ProgRecord>,
+    /// How many programs kept running from the previous set.
+    pub kept: usize,
+}
+
+pub trait Engine {
+    fn kind(&self) -> EngineKind;
+
+    /// Why this engine cannot run a set of `n` programs here; None if it can.
+    fn unavailable(&self, n: usize) -> Option<String>;
+
+    /// Loads the set without making it visible to traffic.
+    fn build(&self, set: &[Resolved], previous: Option<Previous<'_>>) -> Result<Built>;
+
+    /// Compares a committed generation with what the kernel runs; returns
+    /// the differences (empty = consistent).
+    fn check(&self, record: &SetRecord, generation: &Path) -> Vec<String>;
+}
+
+pub fn engine(kind: EngineKind) -> Box<dyn Engine> {
+    match kind {
+        EngineKind::Direct => Box::new(Direct),
+        EngineKind::Dispatcher => Box::new(Dispatcher),
+        EngineKind::KernelChain => Box::new(KernelChain),
+    }
+}
+
+/// Picks the engine for a set of `n` programs, or says why none fits.
+pub fn choose(choice: EngineChoice, n: usize) -> Result<Box<dyn Engine>> {
+    let pick = |kind: EngineKind| -> Result<Box<dyn Engine>> {
+        let e = engine(kind);
+        match e.unavailable(n) {
+            None => Ok(e),
+            Some(why) => bail!("{kind} engine: {why}"),
+        }
+    };
+    match choice {
+        EngineChoice::Dispatcher => pick(EngineKind::Dispatcher),
+        EngineChoice::KernelChain => pick(EngineKind::KernelChain),
+        EngineChoice::Auto if n == 1 => pick(EngineKind::Direct),
+        EngineChoice::Auto => {
+            let chain = engine(EngineKind::KernelChain);
+            if chain.unavailable(n).is_none() {
+                return Ok(chain);
+            }
+            pick(EngineKind::Dispatcher)
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! Several XDP programs on one interface, run in order and chained by
+//! return code: `bpfmux xdp attach/list/detach`.
+//!
+//! A set of programs (each with a "chain on" set of return codes) becomes one
+//! head program for the interface's XDP bpf_link, built by an engine
+//! ([`engine`]): the program itself when there is one, bpfmux's freplace
+//! dispatcher ([`dispatcher`]), or the series' kernel chain calls
+//! ([`kernel_chain`]). Replacing a set builds the new one completely and
+//! swaps it in with one link update, so every packet runs either the old
+//! set or the new one. State lives in bpffs ([`state`]).
+
+pub mod action;
+pub mod bpf_ops;
+mod direct;
+pub mod dispatcher;
+pub mod engine;
+pub mod kernel_chain;
+pub mod program;
+pub mod state;
+
+use std::ffi::{CStr, CString};
+use std::os::fd::AsFd;
+
+use anyhow::{anyhow, bail, Context, Result};
+use libbpf_rs::libbpf_sys;
+use serde::{Deserialize, Serialize};
+
+pub use action::ActionSet;
+pub use engine::{EngineChoice, EngineKind};
+pub use program::ProgSpec;
+use state::{GenerationWriter, SetRecord, Store};
+
+/// Where the kernel runs the XDP program.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// The driver's native mode if it has one, else generic.
+    #[default]
+    Auto,
+    /// In the driver (fails if the driver has no XDP support).
+    Native,
+    /// In the generic skb path (any interface, slower).
+    Generic,
+}
+
+impl Mode {
+    fn link_flags(self) -> u32 {
+        match self {
+            Mode::Auto => 0,
+            Mode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,
+            Mode::Generic => libbpf_sys::XDP_FLAGS_SKB_MODE,
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Auto => "auto",
+            Mode::Native => "native",
+            Mode::Generic => "generic",
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttachOptions {
+    pub mode: Mode,
+    pub engine: EngineChoice,
+}
+
+/// One interface's set as `list` (and `attach`) report it, whatever the
+/// engine.
+#[derive(Clone, Debug, Serialize)]
+pub struct SetView {
+    pub ifindex: u32,
+    /// The interface's name now; None once it is gone.
+    pub ifname: Option<String>,
+    /// Where the kernel runs the head program: native, generic, or None
+    /// when the link is no longer attached.
+    pub running: Option<String>,
+    pub link_id: u32,
+    /// The recorded set; None if the record is missing or unreadable (see
+    /// problems).
+    pub set: Option<SetRecord>,
+    /// Differences between the record and the kernel; empty when healthy.
+    pub problems: Vec<String>,
+}
+
+/// An XDP program bpfmux did not attach.
+#[derive(Clone, Debug, Serialize)]
+pub struct Foreign {
+    pub ifindex: u32,
+    pub ifname: String,
+    pub prog_id: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Listing {
+    pub sets: Vec<SetView>,
+    pub foreign: Vec<Foreign>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AttachReport {
+    pub view: SetView,
+    /// Head program of the set this one replaced.
+    pub replaced: Option<u32>,
+    /// Programs kept running from the replaced set (not loaded again).
+    pub kept: usize,
+}
+
+pub fn ifindex_of(iface: &str) -> Result<u32> {
+    let c = CString::new(iface).map_err(|_| anyhow!("bad interface name {iface:?}"))?;
+    // SAFETY: NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        bail!("no interface '{iface}' in this network namespace");
+    }
+    Ok(idx)
+}
+
+fn ifname_of(ifindex: u32) -> Option<String> {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: buffer of IF_NAMESIZE bytes as required.
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: if_indextoname NUL-terminated the buffer.
+    Some(
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// Every interface of this namespace: (ifindex, name).
+fn interfaces() -> Vec<(u32, String)> {
+    let mut out = vec![];
+    // SAFETY: returns an array terminated by a zero entry, or NULL.
+    let head = unsafe { libc::if_nameindex() };
+    if head.is_null() {
+        return out;
+    }
+    let mut p = head;
+    // SAFETY: walk until the terminating entry, then free what we got.
+    unsafe {
+        while (*p).if_index != 0 {
+            let name = CStr::from_ptr((*p).if_name).to_string_lossy().into_owned();
+            out.push(((*p).if_index, name));
+            p = p.add(1);
+        }
+        libc::if_freenameindex(head);
+    }
+    out
+}
+
+/// native / generic: where the kernel runs `prog_id` on `ifindex`.
+fn running_mode(ifindex: u32, prog_id: u32) -> Option<String> {
+    let q = bpf_ops::xdp_query(ifindex).ok()?;
+    if q.drv_prog_id == prog_id {
+        Some("native".into())
+    } else if q.skb_prog_id == prog_id {
+        Some("generic".into())
+    } else if q.hw_prog_id == prog_id {
+        Some("offload".into())
+    } else {
+        None
+    }
+}
+
+/// Waits until no CPU can still be running the set that was just swapped
+/// out. The swap itself is atomic, but a packet that entered the old
+/// dispatcher just before it may still be inside; unpinning the old set
+/// right away would unpatch its freplace slots under that packet (it would
+/// skip the user programs). XDP runs inside an RCU read-side section, and
+/// MEMBARRIER_CMD_GLOBAL is synchronize_rcu() from userspace.
+fn wait_for_readers() {
+    const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+    // SAFETY: plain syscall without pointers.
+    let rc = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
+    if rc != 0 {
+        // nohz_full kernels refuse it; packets are done in microseconds.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A test hook: makes `attach` fail at a named step, to prove that a
+/// failure there leaves nothing half-attached. Only `before-commit` exists.
+fn failpoint(step: &str) -> Result<()> {
+    if std::env::var("BPFMUX_XDP_FAILPOINT").is_ok_and(|v| v == step) {
+        bail!("failing on purpose at '{step}' (BPFMUX_XDP_FAILPOINT)");
+    }
+    Ok(())
+}
+
+fn explain_link_create(e: std::io::Error, iface: &str, mode: Mode) -> anyhow::Error {
+    let why = match e.raw_os_error() {
+        Some(libc::EBUSY) | Some(libc::EEXIST) => {
+            format!("{iface} already has an XDP program attached by something else")
+        }
+        Some(libc::EOPNOTSUPP) if mode == Mode::Native => {
+            format!("the driver of {iface} has no native XDP; try --mode generic")
+        }
+        _ => format!("attach XDP ({mode} mode) to {iface}"),
+    };
+    anyhow::Error::new(e).context(why)
+}
+
+/// Attaches `specs` to `iface` as its whole XDP set, in order, replacing
+/// the set bpfmux attached before (atomically). On any error nothing
+/// changes: no new program runs and no new pin remains.
+pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<AttachReport> {
+    if specs.is_empty() {
+        bail!("no programs given");
+    }
+    // A program after one that continues on nothing could never run (and
+    // the verifier would prune its dispatcher slot): say so instead.
+    if let Some(i) = specs[..specs.len() - 1]
+        .iter()
+        .position(|s| s.chain_on == ActionSet(0))
+    {
+        bail!(
+            "program {} ({}) can never run: program {i} ({}) continues on no return code \
+             (--chain-on none); drop the programs after it or give it actions",
+            i + 1,
+            specs[i + 1].display(),
+            specs[i].display()
+        );
+    }
+    let ifindex = ifindex_of(iface)?;
+    // Everything about the inputs is checked before the kernel is touched.
+    let resolved = specs
+        .iter()
+        .map(program::resolve)
+        .collect::<Result<Vec<_>>>()?;
+    let engine = engine::choose(opts.engine, resolved.len())?;
+    let store = Store::open()?;
+    let _lock = store.lock()?;
+    let dir = store.iface(ifindex);
+
+    let mut current = dir.current()?;
+    if current
+        .as_ref()
+        .is_some_and(|c| c.link_info.xdp_ifindex != ifindex)
+    {
+        // The link outlived its interface (this ifindex was reused).
+        current = None;
+        dir.remove()?;
+    }
+    if current.is_none() {
+        if let Some(id) = bpf_ops::xdp_query(ifindex)
+            .with_context(|| format!("query XDP on {iface}"))?
+            .any()
+        {
+            bail!(
+                "{iface} already runs XDP program {id}, which bpfmux did not attach; \
+                 remove it first (ip link set dev {iface} xdp off)"
+            );
+        }
+    }
+    if let Some(c) = &current {
+        match &c.record {
+            Ok(r) if r.mode != opts.mode => bail!(
+                "the set on {iface} was attached in {} mode; detach it first to use {} mode",
+                r.mode,
+                opts.mode
+            ),
+            Ok(_) => {}
+            Err(e) => bail!(
+                "the state of {iface} is unreadable ({e:#}); run `bpfmux xdp detach {iface}` first"
+            ),
+        }
+    }
+
+    let result = (|| -> Result<AttachReport> {
+        let previous = current.as_ref().and_then(|c| {
+            c.record.as_ref().ok().map(|record| engine::Previous {
+                record,
+                generation: &c.generation,
+            })
+        });
+        let built = engine.build(&resolved, previous)?;
+        let head_id = bpf_ops::prog_info(built.head.as_fd())?.id;
+        let record = SetRecord {
+            format: state::FORMAT,
+            ifindex,
+            ifname: iface.to_string(),
+            mode: opts.mode,
+            engine: engine.kind(),
+            head_prog_id: head_id,
+            progs: built.progs.clone(),
+        };
+        let gen = GenerationWriter::create(dir.generation_path(head_id))?;
+        for (name, fd) in &built.pins {
+            gen.pin(name, fd)?;
+        }
+        gen.write_record(&record)?;
+        failpoint("before-commit")?;
+
+        // The commit: one link operation makes the new set live.
+        let replaced = match &current {
+            Some(c) => {
+                let old = bpf_ops::prog_fd_by_id(c.link_info.prog_id)
+                    .context("open the running head program")?;
+                bpf_ops::link_replace(c.link.as_fd(), built.head.as_fd(), old.as_fd())
+                    .with_context(|| format!("swap the new set into {iface}'s XDP link"))?;
+                Some(c.link_info.prog_id)
+            }
+            None => {
+                let link =
+                    bpf_ops::link_create_xdp(built.head.as_fd(), ifindex, opts.mode.link_flags())
+                        .map_err(|e| explain_link_create(e, iface, opts.mode))?;
+                // If pinning fails the link closes with this function and
+                // the interface is left as it was.
+                bpf_ops::pin(link.as_fd(), &dir.link_path())
+                    .with_context(|| format!("pin {}", dir.link_path().display()))?;
+                None
+            }
+        };
+        let keep = gen.dir().to_path_buf();
+        gen.commit();
+        wait_for_readers();
+        // The old generation's pins held the replaced set; unpinning frees it.
+        if let Err(e) = dir.prune(Some(&keep)) {
+            eprintln!("bpfmux: warning: removing the replaced set's pins: {e:#}");
+        }
+        let link_id = bpf_ops::get_pinned(&dir.link_path())
+            .and_then(|l| bpf_ops::link_info(l.as_fd()))
+            .map(|i| i.id)
+            .unwrap_or(0);
+        Ok(AttachReport {
+            view: SetView {
+                ifindex,
+                ifname: Some(iface.to_string()),
+                running: running_mode(ifindex, head_id),
+                link_id,
+                set: Some(record),
+                problems: vec![],
+            },
+            replaced,
+            kept: built.kept,
+        })
+    })();
+    if result.is_err() && current.is_none() {
+        let _ = dir.remove();
+        store.tidy();
+    }
+    result
+}
+
+/// Detaches bpfmux's set from `iface` and removes its pins.
+pub fn detach(iface: &str) -> Result<u32> {
+    let ifindex = ifindex_of(iface)?;
+    let store = Store::open()?;
+    let _lock = store.lock()?;
+    let dir = store.iface(ifindex);
+    let Some(current) = dir.current()? else {
+        let leftover = dir.path.exists();
+        dir.remove()?;
+        store.tidy();
+        if let Some(id) = bpf_ops::xdp_query(ifindex)?.any() {
+            bail!(
+                "{iface} runs XDP program {id}, which bpfmux did not attach \
+                 (ip link set dev {iface} xdp off removes it)"
+            );
+        }
+        if leftover {
+            bail!("nothing attached to {iface} by bpfmux (removed leftover state)");
+        }
+        bail!("nothing attached to {iface} by bpfmux");
+    };
+    let head = current.link_info.prog_id;
+    if current.link_info.xdp_ifindex == ifindex {
+        bpf_ops::link_detach(current.link.as_fd())
+            .with_context(|| format!("detach the XDP link from {iface}"))?;
+    }
+    drop(current);
+    wait_for_readers();
+    dir.remove()?;
+    store.tidy();
+    if let Some(id) = bpf_ops::xdp_query(ifindex)?.any() {
+        bail!("{iface} still runs XDP program {id} after detach");
+    }
+    Ok(head)
+}
+
+/// Removes the state of sets whose interface is gone, in any network
+/// namespace (a deleted namespace takes its interfaces along but leaves
+/// their defunct links and programs pinned); returns their ifindexes.
+pub fn prune_stale() -> Result<Vec<u32>> {
+    let store = Store::open()?;
+    let _lock = store.lock()?;
+    let mut removed = vec![];
+    for dir in store.ifaces_everywhere()? {
+        // A defunct XDP link reports ifindex 0.
+        let stale = match dir.current() {
+            Ok(None) => true,
+            Ok(Some(c)) => c.link_info.xdp_ifindex != dir.ifindex,
+            Err(_) => false, // unreadable is not proof of staleness
+        };
+        if stale {
+            dir.remove()?;
+            removed.push(dir.ifindex);
+        }
+    }
+    store.tidy_everywhere();
+    Ok(removed)
+}
+
+fn view(dir: &state::IfaceDir) -> Result<SetView> {
+    let mut v = SetView {
+        ifindex: dir.ifindex,
+        ifname: None,
+        running: None,
+        link_id: 0,
+        set: None,
+        problems: vec![],
+    };
+    let Some(c) = dir.current()? else {
+        v.problems.push(
+            "state without an XDP link (leftover; `bpfmux xdp detach --stale` removes it)".into(),
+        );
+        return Ok(v);
+    };
+    v.link_id = c.link_info.id;
+    if c.link_info.xdp_ifindex != dir.ifindex {
+        v.problems
+            .push("the interface is gone (`bpfmux xdp detach --stale` removes the state)".into());
+    } else {
+        v.ifname = ifname_of(dir.ifindex);
+        v.running = running_mode(dir.ifindex, c.link_info.prog_id);
+        if v.running.is_none() {
+            v.problems
+                .push("the link's program is not what the interface runs".into());
+        }
+    }
+    match c.record {
+        Ok(r) => {
+            if r.head_prog_id != c.link_info.prog_id {
+                v.problems.push(format!(
+                    "link runs program {}, the record says {}",
+                    c.link_info.prog_id, r.head_prog_id
+                ));
+            }
+            v.problems
+                .extend(engine::engine(r.engine).check(&r, &c.generation));
+            v.set = Some(r);
+        }
+        Err(e) => v.problems.push(format!("{e:#}")),
+    }
+    Ok(v)
+}
+
+/// Every set bpfmux attached in this network namespace, checked against
+/// the kernel, plus the XDP programs on other interfaces.
+pub fn list() -> Result<Listing> {
+    let store = Store::open()?;
+    let _lock = store.lock()?;
+    let sets = store
+        .ifaces()?
+        .iter()
+        .map(view)
+        .collect::<Result<Vec<_>>>()?;
+    let foreign = interfaces()
+        .into_iter()
+        .filter(|(idx, _)| !sets.iter().any(|s| s.ifindex == *idx))
+        .filter_map(|(ifindex, ifname)| {
+            let prog_id = bpf_ops::xdp_query(ifindex).ok()?.any()?;
+            Some(Foreign {
+                ifindex,
+                ifname,
+                prog_id,
+            })
+        })
+        .collect();
+    Ok(Listing { sets, foreign })
+}

@@ -1,0 +1,297 @@
+#!/bin/bash
+# Guest checks of `bpfmux xdp` over a veth pair between two network namespaces:
+# xa (sender, xa0 10.47.0.1) -> xb (receiver, xb0 10.47.0.2, where the XDP set runs).
+# The test programs (xdp_progs.bpf.c) count UDP packets to port 47000 per program
+# in a pinned map; xdp-traffic sends numbered packets and counts what arrives.
+#
+# usage: check.sh CASE [ENGINE]    ENGINE: the --engine for sets of several programs
+#                                  (default auto). Prints ok/FAIL lines; exit 1 on any FAIL.
+set -u
+case_name=${1:?usage: check.sh CASE}
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+bin=$repo/build/guest
+bpfmux=$repo/target/debug/bpfmux
+obj=$bin/xdp_progs.bpf.o
+traffic=$bin/xdp-traffic
+engine=${2:-auto}
+N=300     # packets per measurement
+PPS=3000
+failures=0
+
+ok() { echo "ok - $*"; }
+fail() { echo "FAIL - $*"; failures=$((failures + 1)); }
+expect() { # NAME GOT WANT
+	if [ "$2" = "$3" ]; then ok "$1: $2"; else fail "$1: got '$2', want '$3'"; fi
+}
+
+setup() {
+	teardown
+	ip netns add xa && ip netns add xb || { fail "ip netns add"; exit 1; }
+	ip -n xa link add xa0 type veth peer name xb0 netns xb || { fail "veth pair"; exit 1; }
+	ip -n xa addr add 10.47.0.1/24 dev xa0
+	ip -n xb addr add 10.47.0.2/24 dev xb0
+	ip -n xa link set xa0 up
+	ip -n xb link set xb0 up
+	ip -n xa link set lo up
+	ip -n xb link set lo up
+	# static neighbours: no ARP in flight when counting starts
+	ip -n xa neigh replace 10.47.0.2 lladdr "$(mac xb xb0)" dev xa0 nud permanent
+	ip -n xb neigh replace 10.47.0.1 lladdr "$(mac xa xa0)" dev xb0 nud permanent
+	"$traffic" reset 2>/dev/null || true
+}
+
+teardown() {
+	ip netns del xa 2>/dev/null
+	ip netns del xb 2>/dev/null
+	# the veth pair goes with its namespaces; give the kernel a moment to free it
+	for _ in 1 2 3 4 5 6 7 8 9 10; do ip netns list | grep -q '^x[ab]' || break; sleep 0.1; done
+	# no namespace left means no interface left: drop the sets' stale state too
+	"$bpfmux" xdp detach --stale >/dev/null 2>&1
+}
+
+mac() { ip -n "$1" -o link show "$2" | sed -E 's/.*link\/ether ([0-9a-f:]+).*/\1/'; }
+
+bx() { nsenter --net=/run/netns/xb "$bpfmux" xdp "$@"; }
+
+# Attach in xb; the output goes to $out, the status is returned.
+attach() {
+	out=$(bx attach xb0 "$@" 2>&1)
+	local rc=$?
+	echo "$out" | sed 's/^/    /'
+	return $rc
+}
+
+# One measurement: resets the counters, sends N packets, sets sent/received/a..e.
+measure() {
+	"$traffic" reset || { fail "reset counters"; return 1; }
+	local line
+	line=$("$traffic" send xa xb 10.47.0.2 "$N" "$PPS") || { fail "xdp-traffic send"; return 1; }
+	read -r _ sent _ received <<<"$line"
+	hits
+}
+
+hits() {
+	local line
+	line=$("$traffic" hits) || { fail "read counters"; return 1; }
+	eval "$line"   # a=N b=N c=N d=N e=N
+	echo "    sent=$sent received=$received a=$a b=$b c=$c d=$d e=$e"
+}
+
+xdp_prog_id() { # the XDP program xb0 runs, or "none"
+	local id
+	id=$(ip -n xb -d link show xb0 | sed -nE 's/.*prog\/xdp id ([0-9]+).*/\1/p')
+	echo "${id:-none}"
+}
+
+pins_left() { # entries under bpfmux's state for xb's namespace
+	find /sys/fs/bpf/bpfmux/xdp -mindepth 2 2>/dev/null | grep -c . || true
+}
+
+# Waits until no loaded program has one of our names (freeing is deferred).
+progs_gone() {
+	local i
+	for i in $(seq 1 30); do
+		if ! "$traffic" progs | grep -qE ' (bpfmux_xdp_dis|pass_[abc]|drop_d|aborted_e)$'; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	"$traffic" progs | grep -E ' (bpfmux_xdp_dis|pass_[abc]|drop_d|aborted_e)$' | sed 's/^/    still loaded: /'
+	return 1
+}
+
+multi_engine() { # the engine line `list` must show for a set of several programs
+	case $engine in
+	auto | dispatcher) echo dispatcher ;;
+	*) echo "$engine" ;;
+	esac
+}
+
+check_chain_pass() {
+	attach "$obj:pass_a" "$obj:pass_b" "$obj:pass_c" --engine "$engine" || { fail "attach a,b,c"; return; }
+	expect "engine shown by attach" "$(grep -oE 'engine [a-z-]+' <<<"$out")" "engine $(multi_engine)"
+	measure || return
+	expect "PASS continues: a" "$a" "$N"
+	expect "PASS continues: b" "$b" "$N"
+	expect "PASS continues: c" "$c" "$N"
+	expect "all passed packets arrive" "$received" "$N"
+	list=$(bx list)
+	echo "$list" | sed 's/^/    /'
+	expect "list: one set of 3" "$(grep -c '3 programs, engine' <<<"$list")" 1
+	expect "list: no problems" "$(grep -c 'problem' <<<"$list")" 0
+	expect "list: run order" "$(awk '$1 ~ /^[0-9]+$/ {printf "%s ", $2}' <<<"$list")" "pass_a pass_b pass_c "
+}
+
+check_chain_drop() {
+	attach "$obj:pass_a" "$obj:drop_d" "$obj:pass_c" --engine "$engine" || { fail "attach a,d,c"; return; }
+	measure || return
+	expect "first runs: a" "$a" "$N"
+	expect "DROP runs: d" "$d" "$N"
+	expect "DROP stops the chain: c" "$c" 0
+	expect "dropped packets do not arrive" "$received" 0
+}
+
+check_chain_on() {
+	# drop_d continues on DROP; pass_a only on DROP too, so its PASS is final
+	attach "$obj:drop_d" "$obj:pass_a" "$obj:pass_b" --chain-on drop --engine "$engine" ||
+		{ fail "attach d,a,b"; return; }
+	measure || return
+	expect "chain on drop: d" "$d" "$N"
+	expect "chain on drop: a runs after DROP" "$a" "$N"
+	expect "PASS not in the set stops: b" "$b" 0
+	expect "verdict is the last program run (a: PASS)" "$received" "$N"
+	# several actions: pass_a continues on PASS or TX, drop_d on PASS only
+	attach "$obj:pass_a" "$obj:drop_d" "$obj:pass_c" --chain-on pass,tx --chain-on pass \
+		--chain-on pass --engine "$engine" || { fail "attach a,d,c"; return; }
+	measure || return
+	expect "chain on pass,tx: a" "$a" "$N"
+	expect "chain on pass,tx: d runs" "$d" "$N"
+	expect "DROP not in the set stops: c" "$c" 0
+	expect "verdict is d's DROP" "$received" 0
+	# wildcard: every return code continues
+	attach "$obj:aborted_e" "$obj:drop_d" "$obj:pass_c" --chain-on any --engine "$engine" ||
+		{ fail "attach e,d,c"; return; }
+	measure || return
+	expect "wildcard after ABORTED: e" "$e" "$N"
+	expect "wildcard after ABORTED: d" "$d" "$N"
+	expect "wildcard after DROP: c" "$c" "$N"
+	expect "wildcard: verdict is c's PASS" "$received" "$N"
+	# a program after one that continues on nothing could never run
+	attach "$obj:pass_a" "$obj:pass_b" --chain-on none --engine "$engine"
+	expect "chain on none before a program: refused" "$?" 1
+	expect "refusal says why" "$(grep -c 'can never run' <<<"$out")" 1
+	list=$(bx list)
+	expect "refused set left the live one: list" "$(grep -c 'aborted_e' <<<"$list")" 1
+}
+
+check_replace() {
+	attach "$obj:pass_a" "$obj:pass_b" --engine "$engine" || { fail "attach a,b"; return; }
+	"$traffic" reset
+	"$traffic" send xa xb 10.47.0.2 0 "$PPS" >/tmp/xdp-traffic.out &
+	local pid=$! i swaps=0
+	sleep 0.5
+	# alternate sets: [a,b] -> [a,c] (a kept running) -> [c] (one program, direct) -> ...
+	for i in 1 2 3; do
+		attach "$obj:pass_a" "$obj:pass_c" --engine "$engine" >/dev/null && swaps=$((swaps + 1))
+		grep -q '1 of 2 programs kept running' <<<"$out" || fail "swap $i: pass_a was not kept running"
+		attach "$obj:pass_c" >/dev/null && swaps=$((swaps + 1))
+		attach "$obj:pass_a" "$obj:pass_b" --engine "$engine" >/dev/null && swaps=$((swaps + 1))
+	done
+	sleep 0.3
+	kill -TERM "$pid"
+	wait "$pid"
+	read -r _ sent _ received </tmp/xdp-traffic.out
+	hits
+	expect "swaps under traffic" "$swaps" 9
+	[ "$sent" -gt 500 ] && ok "traffic ran through the swaps ($sent packets)" ||
+		fail "too little traffic: $sent packets"
+	expect "no packet lost across swaps" "$received" "$sent"
+	expect "every packet ran exactly one set (b + c = sent)" "$((b + c))" "$sent"
+	[ "$b" -gt 0 ] && [ "$c" -gt 0 ] && ok "both sets saw traffic (b=$b c=$c)" ||
+		fail "one set saw no traffic (b=$b c=$c)"
+	list=$(bx list)
+	expect "list after swaps: no problems" "$(grep -c 'problem' <<<"$list")" 0
+	expect "replaced sets were released" "$(find /sys/fs/bpf/bpfmux/xdp -name 'gen-*' | wc -l)" 1
+}
+
+check_detach() {
+	attach "$obj:pass_a" "$obj:drop_d" --engine "$engine" || { fail "attach a,d"; return; }
+	[ "$(xdp_prog_id)" != none ] && ok "xb0 runs XDP program $(xdp_prog_id)" || fail "nothing attached"
+	bx detach xb0 || fail "detach"
+	expect "no XDP program on xb0" "$(xdp_prog_id)" none
+	expect "no pins left" "$(pins_left)" 0
+	progs_gone && ok "dispatcher and programs unloaded" || fail "programs still loaded after detach"
+	measure || return
+	expect "traffic passes untouched after detach" "$received" "$N"
+	expect "no program counted after detach" "$a$d" 00
+	out=$(bx detach xb0 2>&1)
+	expect "second detach is an error" "$?" 1
+	expect "second detach says why" "$(grep -c 'nothing attached to xb0 by bpfmux' <<<"$out")" 1
+}
+
+check_failure() {
+	# (1) nothing attached yet: the verifier refuses the 2nd program
+	attach "$obj:pass_a" "$obj:bad_verify" --engine "$engine"
+	expect "bad program: attach fails" "$?" 1
+	expect "bad program: error names it" "$(grep -c 'error: .*bad_verify' <<<"$out")" 1
+	expect "bad program: no XDP program left" "$(xdp_prog_id)" none
+	expect "bad program: no pins left" "$(pins_left)" 0
+	progs_gone && ok "bad program: nothing left loaded" || fail "bad program: programs leaked"
+	# (2) failure after everything is loaded and pinned, just before the commit
+	BPFMUX_XDP_FAILPOINT=before-commit attach "$obj:pass_a" "$obj:pass_b" --engine "$engine"
+	expect "failpoint: attach fails" "$?" 1
+	expect "failpoint: no XDP program left" "$(xdp_prog_id)" none
+	expect "failpoint: no pins left" "$(pins_left)" 0
+	progs_gone && ok "failpoint: nothing left loaded" || fail "failpoint: programs leaked"
+	# (3) a live set survives a failed replacement unchanged
+	attach "$obj:pass_a" "$obj:pass_b" --engine "$engine" || { fail "attach a,b"; return; }
+	local head before after
+	head=$(xdp_prog_id)
+	before=$(bx list)
+	attach "$obj:pass_c" "$obj:bad_verify" --engine "$engine"
+	expect "failed replacement: attach fails" "$?" 1
+	BPFMUX_XDP_FAILPOINT=before-commit attach "$obj:pass_c" "$obj:drop_d" --engine "$engine"
+	expect "failed replacement at commit: attach fails" "$?" 1
+	after=$(bx list)
+	expect "failed replacement: same head program" "$(xdp_prog_id)" "$head"
+	[ "$before" = "$after" ] && ok "failed replacement: list unchanged" || fail "list changed: $after"
+	expect "failed replacement: one generation pinned" "$(find /sys/fs/bpf/bpfmux/xdp -name 'gen-*' | wc -l)" 1
+	measure || return
+	expect "old set still runs: a" "$a" "$N"
+	expect "old set still runs: b" "$b" "$N"
+	expect "old set still runs: c" "$c" 0
+}
+
+# Expects attach to fail with a message matching PATTERN.
+refuse() { # NAME PATTERN ARGS...
+	local name=$1 pattern=$2
+	shift 2
+	out=$(bx attach "$@" 2>&1)
+	local rc=$?
+	if [ $rc -ne 0 ] && grep -qE "$pattern" <<<"$out"; then
+		ok "$name: $(grep -E "$pattern" <<<"$out" | head -1 | cut -c1-150)"
+	else
+		fail "$name: exit $rc, output: $out"
+	fi
+}
+
+check_bad_inputs() {
+	refuse "missing interface" "no interface 'nosuch0'" nosuch0 "$obj:pass_a"
+	refuse "missing object" "BPF object /nonexistent.o: No such file" xb0 /nonexistent.o
+	refuse "not an object" "not a BPF object" xb0 /etc/hostname
+	refuse "missing section" "no program or section 'nosuch'" xb0 "$obj:nosuch"
+	refuse "ambiguous object" "several XDP programs; pick one" xb0 "$obj"
+	refuse "not XDP" "not XDP" xb0 "$obj:not_xdp"
+	refuse "bad chain-on" "unknown XDP action 'bogus'" xb0 "$obj:pass_a" "$obj:pass_b" --chain-on bogus
+	refuse "chain-on count" "3 --chain-on for 2 programs" xb0 "$obj:pass_a" "$obj:pass_b" \
+		--chain-on pass --chain-on pass --chain-on pass
+	local many=() i
+	for i in $(seq 17); do many+=("$obj:pass_a"); done
+	refuse "too many programs" "17 programs, the dispatcher has 16 slots" xb0 "${many[@]}"
+	refuse "kernel chain engine" "kernel chain calls not available on this kernel" \
+		xb0 "$obj:pass_a" "$obj:pass_b" --engine kernel-chain
+	expect "bad inputs: no XDP program left" "$(xdp_prog_id)" none
+	expect "bad inputs: no pins left" "$(pins_left)" 0
+	# an XDP program that another tool attached is reported, never replaced
+	nsenter --net=/run/netns/xb "$traffic" foreign xb0 "$obj" pass_b >/dev/null ||
+		{ fail "foreign attach in xb"; return; }
+	local foreign
+	foreign=$(xdp_prog_id)
+	refuse "foreign program" "already runs XDP program $foreign, which bpfmux did not attach" xb0 "$obj:pass_a"
+	expect "foreign program untouched" "$(xdp_prog_id)" "$foreign"
+	expect "list shows the foreign program" \
+		"$(bx list | grep -c "xb0 (ifindex [0-9]*): XDP program $foreign (not attached by bpfmux)")" 1
+	out=$(bx detach xb0 2>&1)
+	expect "detach refuses the foreign program" "$(grep -c 'which bpfmux did not attach' <<<"$out")" 1
+}
+
+[ -x "$bpfmux" ] || { echo "FAIL - $bpfmux missing"; exit 1; }
+[ -f "$obj" ] && [ -x "$traffic" ] || { echo "FAIL - test programs missing in $bin"; exit 1; }
+fn=check_${case_name//-/_}
+declare -F "$fn" >/dev/null || { echo "FAIL - unknown case $case_name"; exit 2; }
+setup
+"$fn"
+teardown
+progs_gone || fail "programs left loaded after the case"
+[ "$failures" = 0 ]
