@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Programs for the fexit/fmod_ret multi guest tests: return values seen by fexit per
+ * function address, an fmod_ret override for one process, fexit on do_mmap with its
+ * arguments, and a per-function fexit for coexistence.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+/* Only this process is counted (0: all); counter_load() sets it before load. */
+const volatile __u32 target_tgid;
+
+/* calls per function address (name kept: counter_hits() reads "hits") */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+} hits SEC(".maps");
+
+/* last return value per function address */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+} rets SEC(".maps");
+
+/* cfg[0]: errno fmod_ret returns (0: let the call through); cfg[1]: do_mmap length to record */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} cfg SEC(".maps");
+
+/* do_mmap seen by fexit: [0] argument count, [1..9] arguments, [10] return value, [11] calls */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 12);
+	__type(key, __u32);
+	__type(value, __u64);
+} mmap_seen SEC(".maps");
+
+static __always_inline int mine(void)
+{
+	return !target_tgid || (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+}
+
+static __always_inline void bump(__u64 key)
+{
+	__u64 one = 1, *v = bpf_map_lookup_elem(&hits, &key);
+
+	if (v) {
+		__sync_fetch_and_add(v, 1);
+		return;
+	}
+	if (bpf_map_update_elem(&hits, &key, &one, BPF_NOEXIST)) {
+		v = bpf_map_lookup_elem(&hits, &key);
+		if (v)
+			__sync_fetch_and_add(v, 1);
+	}
+}
+
+static __always_inline int record_exit(void *ctx)
+{
+	__u64 ip = bpf_get_func_ip(ctx), ret = 0;
+
+	if (!mine())
+		return 0;
+	bpf_get_func_ret(ctx, &ret);
+	bpf_map_update_elem(&rets, &ip, &ret, BPF_ANY);
+	bump(ip);
+	return 0;
+}
+
+SEC("fexit.multi")
+int BPF_PROG(fexit_multi)
+{
+	return record_exit(ctx);
+}
+
+SEC("fexit/__x64_sys_getpgid")
+int BPF_PROG(fexit_one)
+{
+	return record_exit(ctx);
+}
+
+SEC("fmod_ret.multi")
+int BPF_PROG(fmodret_multi)
+{
+	__u32 k = 0;
+	__u64 *err = bpf_map_lookup_elem(&cfg, &k);
+
+	if (!mine() || !err || !*err)
+		return 0;
+	bump(bpf_get_func_ip(ctx));
+	return -(int)*err;
+}
+
+SEC("fexit.multi")
+int BPF_PROG(fexit_mmap)
+{
+	__u32 k = 1, i;
+	__u64 *want = bpf_map_lookup_elem(&cfg, &k), v = 0;
+
+	if (!mine() || !want || bpf_get_func_arg(ctx, 2, &v) || v != *want)
+		return 0;
+	v = bpf_get_func_arg_cnt(ctx);
+	k = 0;
+	bpf_map_update_elem(&mmap_seen, &k, &v, BPF_ANY);
+	for (i = 0; i < 9; i++) {
+		v = 0;
+		bpf_get_func_arg(ctx, i, &v);
+		k = i + 1;
+		bpf_map_update_elem(&mmap_seen, &k, &v, BPF_ANY);
+	}
+	v = 0;
+	bpf_get_func_ret(ctx, &v);
+	k = 10;
+	bpf_map_update_elem(&mmap_seen, &k, &v, BPF_ANY);
+	k = 11;
+	want = bpf_map_lookup_elem(&mmap_seen, &k);
+	if (want)
+		__sync_fetch_and_add(want, 1);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Guest tests of fexit.multi and fmod_ret.multi on the series' global trampoline, where
+ * the trampoline calls the traced function itself ("origin call").
+ *
+ *   gexit fexit N      fexit sees the exact return value of every call
+ *   gexit fmodret N    fmod_ret.multi makes getpgid/getpriority fail with EPERM for this
+ *                      process only, fexit sees -EPERM, and the override can be lifted;
+ *                      the same with the per-function backend
+ *   gexit mmap         fexit on do_mmap (9 arguments, 3 on the stack): the call works and
+ *                      fexit sees every argument and the returned address
+ *   gexit sleep        detach while threads sleep in a traced function: they return
+ *                      normally and their fexit still runs
+ *   gexit rollback     fmod_ret.multi including a function that is not error-injectable
+ *                      is refused as a whole
+ *   gexit coexist N    fexit (per-function trampoline) and fexit.multi (global) on the
+ *                      same function, both orders, both see every return value
+ *
+ * Each check prints "ok - ..." or "FAIL - ..."; exit status 0 when all hold.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "../lib/check.h"
+#include "../lib/counter.h"
+#include "../lib/funcs.h"
+
+#ifndef BPF_F_TRACING_MULTI_GLOBAL
+int main(void)
+{
+	fprintf(stderr, "gexit: built without the series' UAPI; run 'make kernel'\n");
+	return 1;
+}
+#else
+
+static char obj_path[4096];	/* gexit.bpf.o, next to this binary */
+static struct btf *btf;
+
+static __s32 func_id(const char *name)
+{
+	return btf__find_by_name_kind(btf, name, BTF_KIND_FUNC);
+}
+
+static struct bpf_link *attach_ids(struct bpf_program *prog, const char *const *names, int global)
+{
+	LIBBPF_OPTS(bpf_tracing_multi_opts, opts, .flags = global ? BPF_F_TRACING_MULTI_GLOBAL : 0);
+	__u32 ids[8];
+	size_t n = 0;
+
+	for (; *names && n < 8; names++) {
+		__s32 id = func_id(*names);
+
+		if (id <= 0) {
+			fprintf(stderr, "%s is not in vmlinux BTF\n", *names);
+			errno = ENOENT;
+			return NULL;
+		}
+		ids[n++] = id;
+	}
+	opts.ids = ids;
+	opts.cnt = n;
+	return bpf_program__attach_tracing_multi(prog, NULL, &opts);
+}
+
+static __u64 map_u64(struct bpf_object *obj, const char *map, __u64 key)
+{
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj, map));
+	__u64 v = 0;
+
+	bpf_map_lookup_elem(fd, &key, &v);
+	return v;
+}
+
+static __u64 array_u64(struct bpf_object *obj, const char *map, __u32 key)
+{
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj, map));
+	__u64 v = 0;
+
+	bpf_map_lookup_elem(fd, &key, &v);
+	return v;
+}
+
+static void set_cfg(struct bpf_object *obj, __u32 key, __u64 val)
+{
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "cfg"));
+
+	bpf_map_update_elem(fd, &key, &val, BPF_ANY);
+}
+
+static const char *const syscalls[] = { "__x64_sys_getpgid", "__x64_sys_getpriority", NULL };
+
+static void test_fexit(long n)
+{
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid"), prio = ksym_addr("__x64_sys_getpriority");
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	long r1 = 0, r2 = 0;
+
+	obj = counter_load(obj_path, "fexit_multi", getpid(), &prog);
+	check(obj && pgid && prio, "fexit.multi program loads");
+	if (!obj)
+		return;
+	link = attach_ids(prog, syscalls, 1);
+	check(link != NULL, "global fexit.multi link (%s)", link ? "ok" : strerror(errno));
+	if (link) {
+		for (long i = 0; i < n; i++) {
+			r1 = syscall(SYS_getpgid, 0);
+			r2 = syscall(SYS_getpriority, 0, 0);
+		}
+		check(counter_hits(obj, pgid) == (__u64)n && counter_hits(obj, prio) == (__u64)n,
+		      "fexit ran %llu and %llu times of %ld", (unsigned long long)counter_hits(obj, pgid),
+		      (unsigned long long)counter_hits(obj, prio), n);
+		check(map_u64(obj, "rets", pgid) == (__u64)r1 && map_u64(obj, "rets", prio) == (__u64)r2,
+		      "fexit saw return values %lld and %lld (callers got %ld and %ld)",
+		      (long long)map_u64(obj, "rets", pgid), (long long)map_u64(obj, "rets", prio),
+		      r1, r2);
+		bpf_link__destroy(link);
+	}
+	bpf_object__close(obj);
+}
+
+static void fmodret_backend(long n, int global)
+{
+	const char *what = global ? "global" : "per-function";
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid");
+	struct bpf_program *mprog, *xprog;
+	struct bpf_object *mobj, *xobj;
+	struct bpf_link *m, *x;
+	long fails = 0, normal = syscall(SYS_getpgid, 0);
+
+	mobj = counter_load(obj_path, "fmodret_multi", getpid(), &mprog);
+	xobj = counter_load(obj_path, "fexit_multi", getpid(), &xprog);
+	check(mobj && xobj, "%s: programs load", what);
+	if (!mobj || !xobj)
+		goto out;
+	m = attach_ids(mprog, syscalls, global);
+	x = attach_ids(xprog, syscalls, global);
+	check(m && x, "%s: fmod_ret.multi and fexit.multi links (%s)", what,
+	      m && x ? "ok" : strerror(errno));
+	if (m && x) {
+		set_cfg(mobj, 0, EPERM);
+		for (long i = 0; i < n; i++) {
+			errno = 0;
+			if (syscall(SYS_getpgid, 0) == -1 && errno == EPERM)
+				fails++;
+		}
+		check(fails == n, "%s: getpgid failed with EPERM %ld of %ld times", what, fails, n);
+		check(counter_hits(mobj, pgid) == (__u64)n, "%s: fmod_ret ran %llu times", what,
+		      (unsigned long long)counter_hits(mobj, pgid));
+		check((long long)map_u64(xobj, "rets", pgid) == -EPERM,
+		      "%s: fexit saw %lld (want %d)", what, (long long)map_u64(xobj, "rets", pgid),
+		      -EPERM);
+		errno = 0;
+		check(syscall(SYS_getpriority, 0, 0) == -1 && errno == EPERM,
+		      "%s: getpriority fails with EPERM too", what);
+		set_cfg(mobj, 0, 0);
+		check(syscall(SYS_getpgid, 0) == normal && (long)map_u64(xobj, "rets", pgid) == normal,
+		      "%s: override lifted, getpgid returns %ld again and fexit sees it", what, normal);
+	}
+	bpf_link__destroy(m);
+	bpf_link__destroy(x);
+	errno = 0;
+	check(syscall(SYS_getpgid, 0) == normal, "%s: getpgid normal after detach", what);
+out:
+	bpf_object__close(mobj);
+	bpf_object__close(xobj);
+}
+
+static void test_fmodret(long n)
+{
+	fmodret_backend(n, 1);
+	fmodret_backend(n, 0);
+}
+
+static void test_mmap(void)
+{
+	static const char *const names[] = { "do_mmap", NULL };
+	const long pg = sysconf(_SC_PAGESIZE), len = 3 * pg;
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	char want[64], *p;
+	int fd;
+
+	obj = counter_load(obj_path, "fexit_mmap", getpid(), &prog);
+	check(obj != NULL, "program loads");
+	if (!obj)
+		return;
+	set_cfg(obj, 1, len);
+	link = attach_ids(prog, names, 1);
+	check(link != NULL, "global fexit.multi on do_mmap (%s)", link ? "ok" : strerror(errno));
+	fd = open("/proc/self/exe", O_RDONLY);
+	if (link && fd >= 0 && pread(fd, want, sizeof(want), 5 * pg) == sizeof(want)) {
+		p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 5 * pg);
+		check(p != MAP_FAILED && !memcmp(p, want, sizeof(want)),
+		      "mmap at page 5 works through the origin call and maps the right bytes");
+		check(array_u64(obj, "mmap_seen", 11) == 1 && array_u64(obj, "mmap_seen", 0) == 9,
+		      "fexit ran once (%llu) with 9 arguments (%llu)",
+		      (unsigned long long)array_u64(obj, "mmap_seen", 11),
+		      (unsigned long long)array_u64(obj, "mmap_seen", 0));
+		check(array_u64(obj, "mmap_seen", 3) == (__u64)len &&
+		      array_u64(obj, "mmap_seen", 4) == PROT_READ &&
+		      array_u64(obj, "mmap_seen", 7) == 5,
+		      "fexit arguments: len %llu prot %llu pgoff %llu",
+		      (unsigned long long)array_u64(obj, "mmap_seen", 3),
+		      (unsigned long long)array_u64(obj, "mmap_seen", 4),
+		      (unsigned long long)array_u64(obj, "mmap_seen", 7));
+		check(p != MAP_FAILED && array_u64(obj, "mmap_seen", 10) == (__u64)(unsigned long)p,
+		      "fexit return value %#llx is the mapped address %p",
+		      (unsigned long long)array_u64(obj, "mmap_seen", 10), p);
+		if (p != MAP_FAILED)
+			munmap(p, len);
+	}
+	if (fd >= 0)
+		close(fd);
+	bpf_link__destroy(link);
+	bpf_object__close(obj);
+}
+
+static void *sleeper(void *arg)
+{
+	struct timespec ts = { .tv_sec = 2 };
+
+	*(long *)arg = syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
+	return NULL;
+}
+
+static void test_sleep(void)
+{
+	static const char *const names[] = { "__x64_sys_clock_nanosleep", NULL };
+	unsigned long addr = ksym_addr("__x64_sys_clock_nanosleep");
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	pthread_t t[4];
+	long rc[4];
+	int ok = 1;
+
+	obj = counter_load(obj_path, "fexit_multi", getpid(), &prog);
+	check(obj && addr, "program loads");
+	if (!obj)
+		return;
+	link = attach_ids(prog, names, 1);
+	check(link != NULL, "global fexit.multi on clock_nanosleep (%s)",
+	      link ? "ok" : strerror(errno));
+	if (!link)
+		goto out;
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, sleeper, &rc[i]);
+	usleep(500000);
+	bpf_link__destroy(link);	/* while all four sleep inside the function */
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ok &= rc[i] == 0;
+	}
+	check(ok, "the sleepers returned normally after the detach");
+	check(counter_hits(obj, addr) == 4, "their fexit still ran: %llu of 4",
+	      (unsigned long long)counter_hits(obj, addr));
+	sleeper(&rc[0]);
+	check(counter_hits(obj, addr) == 4, "a call after the detach is not seen (%llu)",
+	      (unsigned long long)counter_hits(obj, addr));
+out:
+	bpf_object__close(obj);
+}
+
+static void test_rollback(void)
+{
+	static const char *const names[] = { "__x64_sys_getpgid", "vfs_read", NULL };
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	long normal = syscall(SYS_getpgid, 0);
+
+	obj = counter_load(obj_path, "fmodret_multi", getpid(), &prog);
+	check(obj != NULL, "program loads");
+	if (!obj)
+		return;
+	set_cfg(obj, 0, EPERM);
+	link = attach_ids(prog, names, 1);
+	check(link == NULL, "fmod_ret.multi including vfs_read is refused (%s)",
+	      link ? "attached!" : strerror(errno));
+	bpf_link__destroy(link);
+	check(syscall(SYS_getpgid, 0) == normal, "getpgid is untouched");
+	bpf_object__close(obj);
+}
+
+static void test_coexist(long n)
+{
+	unsigned long addr = ksym_addr("__x64_sys_getpgid");
+	struct bpf_program *gprog, *fprog;
+	struct bpf_object *gobj, *fobj;
+	struct bpf_link *g, *f;
+	__u64 gb, fb;
+	long r = 0;
+
+	gobj = counter_load(obj_path, "fexit_multi", getpid(), &gprog);
+	fobj = counter_load(obj_path, "fexit_one", getpid(), &fprog);
+	check(gobj && fobj, "programs load");
+	if (!gobj || !fobj)
+		goto out;
+	for (int order = 0; order < 2; order++) {
+		const char *first = order ? "global" : "fexit";
+
+		if (order) {
+			g = attach_ids(gprog, syscalls, 1);
+			f = g ? bpf_program__attach(fprog) : NULL;
+		} else {
+			f = bpf_program__attach(fprog);
+			g = f ? attach_ids(gprog, syscalls, 1) : NULL;
+		}
+		check(f && g, "%s first: both attach (%s)", first, f && g ? "ok" : strerror(errno));
+		if (f && g) {
+			gb = counter_hits(gobj, addr);
+			fb = counter_hits(fobj, addr);
+			for (long i = 0; i < n; i++)
+				r = syscall(SYS_getpgid, 0);
+			check(counter_hits(gobj, addr) - gb == (__u64)n &&
+			      counter_hits(fobj, addr) - fb == (__u64)n,
+			      "%s first: global fexit ran %llu, per-function fexit %llu of %ld", first,
+			      (unsigned long long)(counter_hits(gobj, addr) - gb),
+			      (unsigned long long)(counter_hits(fobj, addr) - fb), n);
+			check((long)map_u64(gobj, "rets", addr) == r &&
+			      (long)map_u64(fobj, "rets", addr) == r,
+			      "%s first: both saw return value %ld", first, r);
+		}
+		bpf_link__destroy(order ? g : f);
+		if (f && g) {
+			fb = counter_hits(order ? fobj : gobj, addr);
+			syscall(SYS_getpgid, 0);
+			check(counter_hits(order ? fobj : gobj, addr) == fb + 1,
+			      "%s first: the other keeps running after %s detached", first, first);
+		}
+		bpf_link__destroy(order ? f : g);
+	}
+out:
+	bpf_object__close(gobj);
+	bpf_object__close(fobj);
+}
+
+int main(int argc, char **argv)
+{
+	long n = argc > 2 ? atol(argv[2]) : 500;
+	const char *cmd = argc > 1 ? argv[1] : "";
+
+	snprintf(obj_path, sizeof(obj_path), "%s.bpf.o", argv[0]);
+	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
+	btf = btf__load_vmlinux_btf();
+	if (!btf) {
+		fprintf(stderr, "gexit: no vmlinux BTF\n");
+		return 1;
+	}
+	if (!strcmp(cmd, "fexit"))
+		test_fexit(n);
+	else if (!strcmp(cmd, "fmodret"))
+		test_fmodret(n);
+	else if (!strcmp(cmd, "mmap"))
+		test_mmap();
+	else if (!strcmp(cmd, "sleep"))
+		test_sleep();
+	else if (!strcmp(cmd, "rollback"))
+		test_rollback();
+	else if (!strcmp(cmd, "coexist"))
+		test_coexist(n);
+	else {
+		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist [N]\n", argv[0]);
+		return 2;
+	}
+	btf__free(btf);
+	return check_failures ? 1 : 0;
+}
+#endif /* BPF_F_TRACING_MULTI_GLOBAL */

@@ -1,0 +1,10 @@
+# fexit.multi and fmod_ret.multi on the global trampoline (kernel series, issue 6): only
+# our kernel has BPF_MODIFY_RETURN_MULTI and the global backend's origin call.
+if on ours; then
+	run gexit-fexit "$bin/gexit" fexit 500
+	run gexit-fmodret "$bin/gexit" fmodret 200
+	run gexit-mmap "$bin/gexit" mmap
+	run gexit-sleep "$bin/gexit" sleep
+	run gexit-rollback "$bin/gexit" rollback
+	run gexit-coexist "$bin/gexit" coexist 300
+fi
