@@ -3,5 +3,5 @@
 # and ours until its kernel-chain engine is wired) sets of several programs run on the
 # freplace dispatcher. Each case sets up and tears down its own namespaces.
 for case in chain-pass chain-drop chain-on replace detach failure bad-inputs; do
-	run "xdp-$case" "$here/xdp/check.sh" "$case"
+	run "xdp-$case" env XDP_KERNEL="$kernel" "$here/xdp/check.sh" "$case"
 done

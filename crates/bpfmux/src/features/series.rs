@@ -14,7 +14,6 @@ use super::Probe;
 /// (enum, enumerator) that each addition is expected to introduce.
 const GLOBAL_TRAMPOLINE: (&str, &str) = ("bpf_link_type", "BPF_LINK_TYPE_TRACING_MULTI_GLOBAL");
 const FMOD_RET_MULTI: (&str, &str) = ("bpf_attach_type", "BPF_MODIFY_RETURN_MULTI");
-const CHAIN_CALLS: (&str, &str) = ("bpf_cmd", "BPF_PROG_CHAIN_ADD");
 
 fn by_btf(btf: &KernelBtf, (e, m): (&str, &str)) -> Probe {
     if !btf.available() {
@@ -37,6 +36,8 @@ pub fn fmod_ret_multi(btf: &KernelBtf) -> Probe {
     by_btf(btf, FMOD_RET_MULTI)
 }
 
+/// XDP chain calls: BPF_PROG_CHAIN_GET on a real XDP program, the same
+/// detection `bpfmux xdp` uses to pick its engine.
 pub fn xdp_chain_calls(btf: &KernelBtf) -> Probe {
-    by_btf(btf, CHAIN_CALLS)
+    crate::xdp::kernel_chain::detect(btf)
 }
