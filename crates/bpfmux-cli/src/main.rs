@@ -21,6 +21,9 @@ Examples:
   bpfmux sym --pid 1234 0x55d0c0ffee00
                                      function+offset (file:line with DWARF)
   bpfmux sym --kernel 0xffffffff81234567
+  bpfmux trace 'vfs_*'              live call counts of every vfs_ function
+  bpfmux trace --latency -d 5 'tcp_*'
+                                     per-function latency for 5 seconds
   bpfmux xdp attach eth0 fw.o count.o several XDP programs on one interface"
 )]
 struct Cli {
@@ -33,6 +36,7 @@ enum Command {
     Features(cmd::features::Args),
     Maps(cmd::maps::Args),
     Sym(cmd::sym::Args),
+    Trace(cmd::trace::Args),
     Xdp(cmd::xdp::Args),
 }
 
@@ -42,6 +46,7 @@ fn main() {
         Command::Features(a) => cmd::features::run(a),
         Command::Maps(a) => cmd::maps::run(a),
         Command::Sym(a) => cmd::sym::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
         Command::Xdp(a) => cmd::xdp::run(a),
     };
     if let Err(e) = result {

@@ -1,4 +1,5 @@
 pub mod features;
 pub mod maps;
 pub mod sym;
+pub mod trace;
 pub mod xdp;

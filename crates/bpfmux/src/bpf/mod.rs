@@ -14,3 +14,20 @@
 pub mod probes {
     include!(concat!(env!("OUT_DIR"), "/probes.skel.rs"));
 }
+
+/// `bpfmux trace`: the program body every trace engine attaches.
+#[allow(
+    clippy::all,
+    dead_code,
+    missing_docs,
+    unused_imports,
+    unsafe_op_in_unsafe_fn
+)]
+pub mod trace {
+    include!(concat!(env!("OUT_DIR"), "/trace.skel.rs"));
+
+    /// The compiled object, for loaders that load program copies themselves.
+    pub fn object_bytes() -> &'static [u8] {
+        include_bytes!(concat!(env!("OUT_DIR"), "/trace.bpf.o"))
+    }
+}

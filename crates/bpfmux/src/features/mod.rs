@@ -155,6 +155,20 @@ pub fn probe_all() -> Vec<Feature> {
     ]
 }
 
+/// One probe by its `bpfmux features` name, for callers that only need a
+/// few (e.g. `bpfmux trace` choosing an engine). `None`: no such probe here.
+pub fn probe_one(name: &str, btf: &KernelBtf) -> Option<Probe> {
+    Some(match name {
+        "fentry" => trampoline::fentry(btf),
+        "fexit" => trampoline::fexit(btf),
+        "tracing_multi" => tracing_multi::probe(btf),
+        "kprobe.multi" => kprobe::multi(btf),
+        "kprobe.session" => kprobe::session(btf),
+        "global_trampoline" => series::global_trampoline(btf),
+        _ => return None,
+    })
+}
+
 /// Silences libbpf's own stderr logging while probes fail on purpose.
 pub fn quiet_libbpf() {
     libbpf_rs::set_print(None);

@@ -38,7 +38,7 @@ pub fn probe(btf: &KernelBtf) -> Probe {
         }
     };
     let cookies: Vec<u64> = (1..=ids.len() as u64).collect();
-    match bpf::link_create_tracing_multi(prog.as_raw_fd(), attach_type, &ids, Some(&cookies)) {
+    match bpf::link_create_tracing_multi(prog.as_raw_fd(), attach_type, 0, &ids, Some(&cookies)) {
         Ok(_link) => Probe::yes(format!("tracing_multi link on {} functions", ids.len())),
         Err(e) => Probe::from_io("BPF_LINK_CREATE tracing_multi", &e),
     }

@@ -7,6 +7,13 @@ use libbpf_rs::libbpf_sys;
 
 /// `BPF_TRACE_FENTRY_MULTI` in Linux 7.2+ UAPI (absent from libbpf 1.7).
 pub const BPF_TRACE_FENTRY_MULTI: u32 = 59;
+/// `BPF_TRACE_FEXIT_MULTI` in Linux 7.2+ UAPI.
+pub const BPF_TRACE_FEXIT_MULTI: u32 = 60;
+/// `BPF_TRACE_FSESSION_MULTI` in Linux 7.3 UAPI.
+pub const BPF_TRACE_FSESSION_MULTI: u32 = 61;
+/// This series: `link_create.flags` bit selecting the global-trampoline
+/// backend for a tracing_multi link (stock kernels reject it with EINVAL).
+pub const BPF_F_TRACING_MULTI_GLOBAL: u32 = 1 << 0;
 /// `BPF_LINK_TYPE_TRACING_MULTI` in Linux 7.2+ UAPI.
 pub const BPF_LINK_TYPE_TRACING_MULTI: u32 = 15;
 const BPF_LINK_CREATE: libc::c_long = 28;
@@ -60,11 +67,13 @@ struct LinkCreateTracingMulti {
     _pad: u32,
 }
 
-/// Creates a tracing_multi link for `prog_fd` on the BTF FUNC `ids`
-/// (vmlinux BTF), cookies optional (paired by index).
+/// Creates a tracing_multi link for `prog_fd` on the BTF FUNC `ids` (of the
+/// program's attach BTF), cookies optional (paired by index); `flags` is
+/// `link_create.flags` (0, or [`BPF_F_TRACING_MULTI_GLOBAL`]).
 pub fn link_create_tracing_multi(
     prog_fd: i32,
     attach_type: u32,
+    flags: u32,
     ids: &[u32],
     cookies: Option<&[u64]>,
 ) -> io::Result<OwnedFd> {
@@ -77,6 +86,7 @@ pub fn link_create_tracing_multi(
     let attr = LinkCreateTracingMulti {
         prog_fd: prog_fd as u32,
         attach_type,
+        flags,
         ids: ids.as_ptr() as u64,
         cookies: cookies.map_or(0, |c| c.as_ptr() as u64),
         cnt: ids.len() as u32,
@@ -97,4 +107,72 @@ pub fn link_create_tracing_multi(
     }
     // SAFETY: the kernel just returned this descriptor to us.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Where a kprobe.multi link goes: names (the kernel resolves them) or
+/// function symbol addresses (the kernel matches cookies by those).
+pub enum KprobeTargets<'a> {
+    Syms(&'a [std::ffi::CString]),
+    Addrs(&'a [u64]),
+}
+
+/// Creates a kprobe.multi (or, with `attach_type` BPF_TRACE_KPROBE_SESSION,
+/// kprobe.session) link with one cookie per target.
+pub fn link_create_kprobe_multi(
+    prog_fd: i32,
+    attach_type: u32,
+    targets: KprobeTargets<'_>,
+    cookies: &[u64],
+) -> io::Result<OwnedFd> {
+    let mut sym_ptrs: Vec<*const libc::c_char>;
+    let mut km = libbpf_sys::bpf_link_create_opts__bindgen_ty_1__bindgen_ty_2::default();
+    let cnt = match targets {
+        KprobeTargets::Syms(s) => {
+            sym_ptrs = s.iter().map(|c| c.as_ptr()).collect();
+            km.syms = sym_ptrs.as_mut_ptr();
+            s.len()
+        }
+        KprobeTargets::Addrs(a) => {
+            km.addrs = a.as_ptr() as *const libc::c_ulong;
+            a.len()
+        }
+    };
+    if cookies.len() != cnt {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "one cookie per target",
+        ));
+    }
+    km.cnt = cnt as u32;
+    km.cookies = cookies.as_ptr();
+    let mut opts = libbpf_sys::bpf_link_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
+        ..Default::default()
+    };
+    opts.__bindgen_anon_1.kprobe_multi = km;
+    // SAFETY: opts and the arrays it points to outlive the call.
+    let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, 0, attach_type, &opts) };
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(-fd));
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Attaches a loaded fentry/fexit program (its target fixed at load) with
+/// `cookie` for bpf_get_attach_cookie().
+pub fn link_create_tracing(prog_fd: i32, attach_type: u32, cookie: u64) -> io::Result<OwnedFd> {
+    let mut opts = libbpf_sys::bpf_link_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
+        ..Default::default()
+    };
+    opts.__bindgen_anon_1.tracing =
+        libbpf_sys::bpf_link_create_opts__bindgen_ty_1__bindgen_ty_4 { cookie };
+    // SAFETY: valid opts for the call.
+    let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, 0, attach_type, &opts) };
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(-fd));
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

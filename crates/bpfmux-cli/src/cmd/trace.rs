@@ -1,0 +1,678 @@
+//! `bpfmux trace`: count, time and capture calls of many kernel functions
+//! through one program, with the best attach mechanism the kernel has.
+
+use std::ffi::CString;
+use std::io::{IsTerminal, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use bpfmux::symbolize::{KernelSymbolizer, SymResult, UserSymbolizer};
+use bpfmux::trace::engine::EngineKind;
+use bpfmux::trace::events::{self, Event, FuncStats};
+use bpfmux::trace::output;
+use bpfmux::trace::pattern::Pattern;
+use bpfmux::trace::program::Filters;
+use bpfmux::trace::{self, TraceOptions, Tracer};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+/// Trace kernel functions: one BPF program on every function the patterns
+/// match, attached with the fastest mechanism this kernel offers.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Patterns: exact names (vfs_read), globs (vfs_*, tcp_?endmsg, ext4_[rw]*),
+module-qualified (nf_conntrack:nf_ct_*, vmlinux:ksys_*). Globs keep only
+functions ftrace can attach and a trampoline can take, with unique names;
+-v says what was dropped and why. Exact names skip that work and go to the
+kernel directly; a refused exact name is an error, a refused glob match is
+dropped with a warning.
+
+Engines (default: the first one the kernel accepts, by probing):
+  global         this series' global trampoline (tracing_multi + BPF_F_TRACING_MULTI_GLOBAL)
+  tracing-multi  upstream tracing_multi link (Linux 7.2+)
+  kprobe-multi   kprobe.multi / kprobe.session link (Linux 5.18+ / 6.10+)
+  fentry-each    one fentry (+fexit) program per function, loaded in parallel
+
+Examples:
+  bpfmux trace 'vfs_*'                       live call counts of every vfs_ function
+  bpfmux trace 'vfs_*' -x 'vfs_fsync*' -d 10 ten seconds, without the fsync ones
+  bpfmux trace --latency 'tcp_*'             per-function latency (avg, max, histograms)
+  bpfmux trace --args vfs_read vfs_write     each call with arguments and return value
+  bpfmux trace --stacks __x64_sys_openat --comm bash
+                                             who calls it, kernel and user stacks
+  bpfmux trace -c 'ls -l /' 'ksys_*' --json  trace one command, JSON lines out
+  bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)")]
+pub struct Args {
+    /// Functions to trace (exact names, globs, module:glob).
+    #[arg(required = true, value_name = "PATTERN")]
+    patterns: Vec<String>,
+    /// Leave out functions matching this pattern (repeatable).
+    #[arg(short = 'x', long = "exclude", value_name = "PATTERN")]
+    excludes: Vec<String>,
+    /// Attach mechanism (default: best available).
+    #[arg(short, long, value_name = "ENGINE")]
+    engine: Option<String>,
+    /// Measure per-function latency (entry and exit of every call).
+    #[arg(short, long)]
+    latency: bool,
+    /// Print every call of the exactly named functions with its arguments
+    /// and return value.
+    #[arg(short, long)]
+    args: bool,
+    /// Count kernel and user stacks per call site, print the busiest at the end.
+    #[arg(short, long)]
+    stacks: bool,
+    /// Only calls made by this process.
+    #[arg(short, long)]
+    pid: Option<u32>,
+    /// Only calls made by tasks with this name (comm, at most 15 bytes).
+    #[arg(long)]
+    comm: Option<String>,
+    /// Only calls made in this cgroup v2 directory (e.g. /sys/fs/cgroup/foo).
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<std::path::PathBuf>,
+    /// Stop after this many seconds (default: Ctrl-C, or the end of -c).
+    #[arg(short, long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Seconds between updates.
+    #[arg(short, long, default_value_t = 1.0, value_name = "SECONDS")]
+    interval: f64,
+    /// Run this shell command once attached, trace only its process, stop
+    /// when it exits (a simple command is exec-ed, keeping its pid).
+    #[arg(short = 'c', long, value_name = "COMMAND")]
+    command: Option<String>,
+    /// JSON lines: one object per interval (or event), then a summary.
+    #[arg(long)]
+    json: bool,
+    /// Rows in the live table (default: the terminal's height).
+    #[arg(short = 'n', long, value_name = "N")]
+    top: Option<usize>,
+    /// Say which functions were dropped and why (-vv: list every one).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+/// A command forked before attaching, held at a pipe until we are ready,
+/// so its own calls are all traced and only its process is.
+struct Child {
+    pid: libc::pid_t,
+    go: Option<OwnedFd>,
+    status: Option<i32>,
+}
+
+impl Child {
+    fn spawn(cmd: &str) -> anyhow::Result<Self> {
+        let sh = CString::new("/bin/sh")?;
+        // A simple command replaces the shell (same pid, so the pid filter
+        // sees it); a list or pipeline keeps the shell, whose children have
+        // their own pids.
+        let script = if cmd.contains([';', '&', '|', '\n', '(', ')', '`']) {
+            eprintln!(
+                "bpfmux trace: note: -c runs a shell list or pipeline; only the shell's own \
+                 process is traced (use --comm or --cgroup for its children)"
+            );
+            cmd.to_string()
+        } else {
+            format!("exec {cmd}")
+        };
+        let argv = [
+            CString::new("sh")?,
+            CString::new("-c")?,
+            CString::new(script).context("command contains a NUL byte")?,
+        ];
+        let argv_ptrs: Vec<*const libc::c_char> = argv
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect();
+        let mut fds = [0; 2];
+        // SAFETY: fds has room for two descriptors.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("pipe for -c");
+        }
+        // SAFETY: the pipe descriptors are ours.
+        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: the child only calls async-signal-safe functions (close,
+        // read, execv, _exit) before exec.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error()).context("fork for -c");
+        }
+        if pid == 0 {
+            // SAFETY: see above; everything was prepared before fork.
+            unsafe {
+                libc::close(wr.as_raw_fd());
+                let mut b = 0u8;
+                // EOF without a byte: the tracer gave up; do not run.
+                if libc::read(rd.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1) != 1 {
+                    libc::_exit(127);
+                }
+                libc::execv(sh.as_ptr(), argv_ptrs.as_ptr());
+                libc::_exit(127);
+            }
+        }
+        drop(rd);
+        Ok(Self {
+            pid,
+            go: Some(wr),
+            status: None,
+        })
+    }
+
+    fn release(&mut self) -> anyhow::Result<()> {
+        if let Some(w) = self.go.take() {
+            // SAFETY: valid descriptor, one byte from a valid buffer.
+            let n = unsafe { libc::write(w.as_raw_fd(), b"g".as_ptr() as *const libc::c_void, 1) };
+            if n != 1 {
+                return Err(std::io::Error::last_os_error()).context("starting the -c command");
+            }
+        }
+        Ok(())
+    }
+
+    fn exited(&mut self) -> bool {
+        if self.status.is_some() {
+            return true;
+        }
+        let mut st = 0;
+        // SAFETY: our own child; WNOHANG does not block.
+        let r = unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
+        if r == self.pid {
+            self.status = Some(st);
+        }
+        self.status.is_some()
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            // Not started or still running on an error path: don't leave it.
+            // SAFETY: signalling and reaping our own child.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+}
+
+fn parse_patterns(v: &[String]) -> anyhow::Result<Vec<Pattern>> {
+    v.iter()
+        .map(|s| s.parse::<Pattern>().map_err(anyhow::Error::from))
+        .collect()
+}
+
+fn terminal_rows() -> usize {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ fills a winsize.
+    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    if r == 0 && ws.ws_row > 4 {
+        ws.ws_row as usize - 4
+    } else {
+        20
+    }
+}
+
+fn clock() -> String {
+    let mut t: libc::time_t = 0;
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: time and localtime_r write into our locals.
+    unsafe {
+        libc::time(&mut t);
+        libc::localtime_r(&t, &mut tm);
+    }
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.interval <= 0.0 {
+        bail!("--interval must be positive");
+    }
+    if args.command.is_some() && args.pid.is_some() {
+        bail!("-c traces its own process; it cannot be combined with --pid");
+    }
+    let engine = args
+        .engine
+        .as_deref()
+        .map(|e| e.parse::<EngineKind>().map_err(anyhow::Error::msg))
+        .transpose()?;
+    let cgroup_id = match &args.cgroup {
+        // The cgroup v2 id is the inode number of its directory.
+        Some(p) => Some(
+            std::fs::metadata(p)
+                .with_context(|| format!("cgroup {}", p.display()))?
+                .ino(),
+        ),
+        None => None,
+    };
+    if args.comm.as_ref().is_some_and(|c| c.len() > 15) {
+        bail!("--comm: a task name has at most 15 bytes");
+    }
+    let mut child = args.command.as_deref().map(Child::spawn).transpose()?;
+    let opts = TraceOptions {
+        patterns: parse_patterns(&args.patterns)?,
+        excludes: parse_patterns(&args.excludes)?,
+        engine,
+        latency: args.latency,
+        capture: args.args,
+        kstack: args.stacks,
+        ustack: args.stacks,
+        filters: Filters {
+            tgid: args.pid.or(child.as_ref().map(|c| c.pid as u32)),
+            cgroup_id,
+            comm: args.comm.clone(),
+        },
+    };
+    install_signal_handlers();
+
+    let plan = trace::plan(opts)?;
+    let sel = &plan.selection;
+    let n = sel.funcs.len();
+    eprintln!(
+        "bpfmux trace: {n} function{} with engine {}{}",
+        if n == 1 { "" } else { "s" },
+        plan.engine,
+        if sel.dropped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} dropped{}",
+                sel.dropped.len(),
+                if args.verbose == 0 { " (-v: why)" } else { "" }
+            )
+        }
+    );
+    if args.verbose > 0 {
+        for (k, why) in &plan.skipped_engines {
+            eprintln!("  engine {k} not used: {why}");
+        }
+        report_drops(&sel.dropped, args.verbose);
+        eprintln!(
+            "  selected in {:.1} ms ({})",
+            plan.select_time.as_secs_f64() * 1e3,
+            if sel.read_listings {
+                "BTF + available_filter_functions + kallsyms"
+            } else {
+                "exact names: BTF lookup only"
+            }
+        );
+    }
+
+    let bar = if n > 100 {
+        let b = ProgressBar::new(n as u64);
+        b.set_style(
+            ProgressStyle::with_template("attaching {bar:40} {pos}/{len} functions {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let progress = |k: usize| bar.inc(k as u64);
+    let mut tracer = plan.attach(&progress)?;
+    bar.finish_and_clear();
+    let refused: Vec<_> = tracer
+        .selection
+        .dropped
+        .iter()
+        .filter(|d| matches!(d.reason, trace::select::DropReason::AttachRefused(_)))
+        .collect();
+    for d in refused
+        .iter()
+        .take(if args.verbose > 1 { usize::MAX } else { 10 })
+    {
+        eprintln!("bpfmux trace: warning: skipped {}: {}", d.name, d.reason);
+    }
+    if refused.len() > 10 && args.verbose < 2 {
+        eprintln!(
+            "bpfmux trace: warning: ... {} more refused (-vv lists all)",
+            refused.len() - 10
+        );
+    }
+    eprintln!(
+        "bpfmux trace: attached {} functions in {:.1} ms ({} link{}, engine {}); Ctrl-C to stop",
+        tracer.nr_attached(),
+        tracer.attach_time.as_secs_f64() * 1e3,
+        tracer.nr_links(),
+        if tracer.nr_links() == 1 { "" } else { "s" },
+        tracer.engine
+    );
+    if let Some(c) = child.as_mut() {
+        c.release()?;
+    }
+    let result = trace_loop(&args, &tracer, child.as_mut());
+    let detach = tracer.detach();
+    let loop_out = result?;
+    summarize(&args, &tracer, detach, loop_out, child.as_ref())
+}
+
+fn report_drops(dropped: &[trace::select::Dropped], verbose: u8) {
+    if dropped.is_empty() {
+        return;
+    }
+    let mut summary: std::collections::BTreeMap<String, usize> = Default::default();
+    for d in dropped {
+        *summary.entry(reason_kind(&d.reason)).or_default() += 1;
+    }
+    for (why, k) in summary {
+        eprintln!("  dropped {k}: {why}");
+    }
+    let limit = if verbose > 1 { usize::MAX } else { 20 };
+    for d in dropped.iter().take(limit) {
+        eprintln!("    {}:{}: {}", d.scope, d.name, d.reason);
+    }
+    if dropped.len() > limit {
+        eprintln!("    ... {} more (-vv lists all)", dropped.len() - limit);
+    }
+}
+
+fn reason_kind(r: &trace::select::DropReason) -> String {
+    use trace::select::DropReason::*;
+    match r {
+        NotTraceable(_) => "not traceable by a trampoline".into(),
+        AttachRefused(_) => "refused by the kernel at attach".into(),
+        Ambiguous(_) => "name shared by several kernel functions".into(),
+        other => other.to_string(),
+    }
+}
+
+struct LoopOut {
+    elapsed: Duration,
+    events: usize,
+}
+
+fn trace_loop(args: &Args, t: &Tracer, mut child: Option<&mut Child>) -> anyhow::Result<LoopOut> {
+    let start = Instant::now();
+    let interval = Duration::from_secs_f64(args.interval);
+    let deadline = args
+        .duration
+        .map(|d| start + Duration::from_secs_f64(d.max(0.0)));
+    let live_table = !args.json && !args.args && std::io::stdout().is_terminal();
+    let mut prev: Vec<FuncStats> = vec![FuncStats::default(); t.selection.funcs.len()];
+    let mut next_tick = start + interval;
+    let mut last_tick = start;
+    let events_seen = std::cell::Cell::new(0usize);
+    let funcs = &t.selection.funcs;
+    let json = args.json;
+    let ring = t.event_ring(|e: Event| {
+        if let Some(f) = funcs.get(e.func) {
+            events_seen.set(events_seen.get() + 1);
+            print_event(&e, f, json);
+        }
+    })?;
+    loop {
+        let now = Instant::now();
+        let mut done = STOP.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d);
+        if let Some(c) = child.as_deref_mut() {
+            done |= c.exited();
+        }
+        if done {
+            break;
+        }
+        let wait = next_tick
+            .min(deadline.unwrap_or(next_tick))
+            .saturating_duration_since(now)
+            .min(Duration::from_millis(100));
+        match &ring {
+            // EINTR on Ctrl-C is fine: the loop checks the flag.
+            Some(r) => {
+                let _ = r.poll(wait);
+            }
+            None => std::thread::sleep(wait),
+        }
+        if Instant::now() >= next_tick {
+            let snap = t.snapshot()?;
+            let secs = last_tick.elapsed().as_secs_f64();
+            last_tick = Instant::now();
+            next_tick += interval;
+            let rows = output::rows(funcs, &t.attached, &prev, &snap.stats, false);
+            print_interval(args, t, &rows, secs, start.elapsed(), live_table)?;
+            prev = snap.stats;
+        }
+    }
+    if let Some(r) = &ring {
+        let _ = r.consume();
+    }
+    Ok(LoopOut {
+        elapsed: start.elapsed(),
+        events: events_seen.get(),
+    })
+}
+
+fn print_event(e: &Event, f: &trace::select::Func, json: bool) {
+    let mut out = std::io::stdout().lock();
+    let _ = if json {
+        writeln!(out, "{}", output::event_json(e, f))
+    } else {
+        writeln!(out, "{}", output::event_line(e, f))
+    };
+}
+
+fn print_interval(
+    args: &Args,
+    t: &Tracer,
+    rows: &[output::Row],
+    secs: f64,
+    elapsed: Duration,
+    live_table: bool,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        if !args.args {
+            writeln!(
+                out,
+                "{}",
+                output::interval_json(elapsed.as_secs_f64(), secs, rows)
+            )?;
+        }
+    } else if live_table {
+        // Home + clear screen, then the table.
+        write!(out, "\x1b[H\x1b[2J")?;
+        writeln!(
+            out,
+            "bpfmux trace: {} functions, engine {}, {:.0} s",
+            t.nr_attached(),
+            t.engine,
+            elapsed.as_secs_f64()
+        )?;
+        let max = args.top.unwrap_or_else(terminal_rows);
+        for l in output::table(rows, secs, args.latency, max) {
+            writeln!(out, "{l}")?;
+        }
+    } else if !args.args {
+        for l in output::text_lines(&clock(), rows, args.latency) {
+            writeln!(out, "{l}")?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn summarize(
+    args: &Args,
+    t: &Tracer,
+    detach: Duration,
+    lo: LoopOut,
+    child: Option<&Child>,
+) -> anyhow::Result<()> {
+    let snap = t.snapshot()?;
+    let zero = vec![FuncStats::default(); t.selection.funcs.len()];
+    let rows = output::rows(&t.selection.funcs, &t.attached, &zero, &snap.stats, true);
+    let misses = t.recursion_misses();
+    let stacks = if args.stacks {
+        Some(events::read_stacks(t.object())?)
+    } else {
+        None
+    };
+    let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+    if args.json {
+        let mut v = json!({
+            "type": "summary",
+            "engine": t.engine,
+            "functions_attached": t.nr_attached(),
+            "functions_dropped": t.selection.dropped.len(),
+            "links": t.nr_links(),
+            "select_ms": ms(t.select_time),
+            "prepare_ms": ms(t.prepare_time),
+            "attach_ms": ms(t.attach_time),
+            "detach_ms": ms(detach),
+            "elapsed_s": lo.elapsed.as_secs_f64(),
+            "events": lo.events,
+            "lost": {
+                "events": snap.lost_events,
+                "stacks": snap.lost_stacks,
+                "nesting": snap.lost_depth,
+                "recursion_misses": misses,
+            },
+            "functions": output::totals_json(&rows, snap.hist.as_deref()),
+        });
+        if let Some(s) = &stacks {
+            v["stacks"] = stacks_json(t, s);
+        }
+        if let Some(st) = child.and_then(|c| c.status) {
+            v["command_exit"] = json!(libc::WEXITSTATUS(st));
+        }
+        println!("{v}");
+    } else {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "\n{} functions called, totals:", rows.len())?;
+        let max = args.top.unwrap_or(usize::MAX);
+        for l in output::table(&rows, lo.elapsed.as_secs_f64(), args.latency, max)
+            .into_iter()
+            .map(|l| {
+                l.replace("CALLS/s", "  mean/s")
+                    .replace("    CALLS ", "          ")
+            })
+        {
+            writeln!(out, "{l}")?;
+        }
+        if let Some(h) = &snap.hist {
+            for r in rows.iter().take(10) {
+                writeln!(out, "\n{} latency:", r.name)?;
+                for l in output::hist_lines(&h[r.index]) {
+                    writeln!(out, "{l}")?;
+                }
+            }
+        }
+        if let Some(s) = &stacks {
+            print_stacks(&mut out, t, s)?;
+        }
+    }
+    eprintln!(
+        "bpfmux trace: engine {}: attach {:.1} ms, detach {:.1} ms for {} functions",
+        t.engine,
+        ms(t.attach_time),
+        ms(detach),
+        t.nr_attached()
+    );
+    let lost = snap.lost_events + snap.lost_stacks + snap.lost_depth;
+    if lost > 0 || misses > 0 {
+        eprintln!(
+            "bpfmux trace: not recorded: {} events, {} stacks, {} too deeply nested; \
+             {} calls skipped by the kernel's recursion guard",
+            snap.lost_events, snap.lost_stacks, snap.lost_depth, misses
+        );
+    }
+    Ok(())
+}
+
+const TOP_STACKS: usize = 10;
+
+fn symbolize_stack(
+    ksyms: Option<&KernelSymbolizer>,
+    usyms: &mut UserSymbolizer,
+    pid: u32,
+    kernel: &[u64],
+    user: &[u64],
+) -> Vec<String> {
+    let name = |r: &SymResult, addr: u64| match r {
+        SymResult::Symbol(s) => format!("{}+{:#x}", s.name, s.offset),
+        _ => format!("{addr:#x}"),
+    };
+    let mut lines = Vec::new();
+    match ksyms {
+        Some(k) => lines.extend(
+            k.symbolize(kernel)
+                .iter()
+                .map(|s| format!("    {}", name(&s.result, s.addr))),
+        ),
+        None => lines.extend(kernel.iter().map(|a| format!("    {a:#x}"))),
+    }
+    if !user.is_empty() {
+        lines.push("    --".into());
+        match usyms.symbolize(pid, user) {
+            Ok(v) => lines.extend(v.iter().map(|s| format!("    {}", name(&s.result, s.addr)))),
+            // The process may be gone: addresses are all we have.
+            Err(_) => lines.extend(user.iter().map(|a| format!("    {a:#x}"))),
+        }
+    }
+    lines
+}
+
+fn print_stacks(out: &mut impl Write, t: &Tracer, s: &events::Stacks) -> anyhow::Result<()> {
+    let ksyms = KernelSymbolizer::load().ok();
+    let mut usyms = UserSymbolizer::default();
+    writeln!(out, "\nbusiest stacks:")?;
+    for (k, count) in s.counts.iter().take(TOP_STACKS) {
+        let f = &t.selection.funcs[k.func];
+        writeln!(out, "  {} x{} (pid {})", f.display_name(), count, k.tgid)?;
+        let get = |id: Option<u32>| {
+            id.and_then(|i| s.addrs.get(&i))
+                .cloned()
+                .unwrap_or_default()
+        };
+        for l in symbolize_stack(
+            ksyms.as_ref(),
+            &mut usyms,
+            k.tgid,
+            &get(k.kstack),
+            &get(k.ustack),
+        ) {
+            writeln!(out, "{l}")?;
+        }
+    }
+    Ok(())
+}
+
+fn stacks_json(t: &Tracer, s: &events::Stacks) -> serde_json::Value {
+    let ksyms = KernelSymbolizer::load().ok();
+    let mut usyms = UserSymbolizer::default();
+    let v: Vec<_> = s
+        .counts
+        .iter()
+        .take(TOP_STACKS)
+        .map(|(k, count)| {
+            let get = |id: Option<u32>| {
+                id.and_then(|i| s.addrs.get(&i))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let (kern, user) = (get(k.kstack), get(k.ustack));
+            let frames = symbolize_stack(ksyms.as_ref(), &mut usyms, k.tgid, &kern, &user);
+            json!({
+                "function": t.selection.funcs[k.func].display_name(),
+                "count": count,
+                "pid": k.tgid,
+                "frames": frames.iter().map(|l| l.trim()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(v)
+}

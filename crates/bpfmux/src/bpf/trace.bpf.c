@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * `bpfmux trace`: one program body hung on many kernel functions. Every
+ * engine (src/trace/engine/) loads one or two of the entry points below and
+ * attaches it with its own mechanism; all of them end in the same helpers,
+ * so counts, latencies, events and stacks do not depend on the engine.
+ *
+ * The attach cookie carries the function's index in the user-space function
+ * set (and a capture flag), so no program looks up addresses or names.
+ *
+ * Entry points:
+ *   trace_multi_entry    fentry.multi   tracing_multi link, counts only
+ *   trace_multi_session  fsession.multi tracing_multi link, entry + exit
+ *   trace_kprobe_entry   kprobe.multi   counts only
+ *   trace_kprobe_session kprobe.session entry + exit
+ *   trace_fentry         fentry         template, one copy per function
+ *   trace_fexit          fexit          template, one copy per function
+ * The .multi sections are newer than the vendored libbpf: the loader sets
+ * their program type and expected attach type itself.
+ */
+#include <stdbool.h>
+#include "bpfmux_types.h"
+#include <bpf/bpf_helpers.h>
+#include "trace.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Stable UAPI values (linux/bpf.h), spelled out to keep the include set small. */
+#define MAP_HASH 1
+#define MAP_PERCPU_ARRAY 6
+#define MAP_STACK_TRACE 7
+#define MAP_LRU_HASH 9
+#define MAP_RINGBUF 27
+#define F_NOEXIST 1
+#define F_USER_STACK (1ULL << 8)
+
+/* x86-64 registers as the kernel saves them (kprobe context). */
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+} __attribute__((preserve_access_index));
+
+/* Filters and switches, fixed at load time by the loader. */
+const volatile __u32 filter_tgid;
+const volatile __u64 filter_cgroup;
+const volatile bool filter_comm_on;
+const volatile char filter_comm[16];
+const volatile bool want_latency;
+const volatile bool want_kstack;
+const volatile bool want_ustack;
+
+/* Sizes below are placeholders: the loader sets them from the function set. */
+struct {
+	__uint(type, MAP_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct trace_func_stats);
+} stats SEC(".maps");
+
+/* Index func * TRACE_HIST_BUCKETS + bucket. */
+struct {
+	__uint(type, MAP_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} hist SEC(".maps");
+
+struct {
+	__uint(type, MAP_RINGBUF);
+	__uint(max_entries, 4096);
+} events SEC(".maps");
+
+struct {
+	__uint(type, MAP_STACK_TRACE);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, 127 * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, MAP_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct trace_stack_key);
+	__type(value, __u64);
+} stack_counts SEC(".maps");
+
+struct {
+	__uint(type, MAP_PERCPU_ARRAY);
+	__uint(max_entries, TRACE_LOST_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+/* Entry timestamps per thread when entry and exit are separate programs. */
+struct call_stack {
+	__u32 depth;
+	__u32 func[TRACE_MAX_DEPTH];
+	__u64 ts[TRACE_MAX_DEPTH];
+};
+
+struct {
+	__uint(type, MAP_LRU_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct call_stack);
+} call_stacks SEC(".maps");
+
+/*
+ * Session kfuncs took no argument until fsession (7.x) gave them the context;
+ * both spellings are declared and the verifier drops the one the running
+ * kernel lacks (libbpf resolves the name before "___").
+ */
+extern bool bpf_session_is_return___ctx(void *ctx) __ksym __weak;
+extern __u64 *bpf_session_cookie___ctx(void *ctx) __ksym __weak;
+extern bool bpf_session_is_return___noctx(void) __ksym __weak;
+extern __u64 *bpf_session_cookie___noctx(void) __ksym __weak;
+
+static __always_inline bool session_is_return(void *ctx)
+{
+	if (bpf_ksym_exists(bpf_session_is_return___ctx))
+		return bpf_session_is_return___ctx(ctx);
+	return bpf_session_is_return___noctx();
+}
+
+static __always_inline __u64 *session_cookie(void *ctx)
+{
+	if (bpf_ksym_exists(bpf_session_cookie___ctx))
+		return bpf_session_cookie___ctx(ctx);
+	return bpf_session_cookie___noctx();
+}
+
+static __always_inline void count_lost(__u32 what)
+{
+	__u64 *v = bpf_map_lookup_elem(&lost, &what);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline bool pass_filters(void)
+{
+	if (filter_tgid && (bpf_get_current_pid_tgid() >> 32) != filter_tgid)
+		return false;
+	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
+		return false;
+	if (filter_comm_on) {
+		char comm[16];
+
+		bpf_get_current_comm(comm, sizeof(comm));
+		for (int i = 0; i < 16; i++) {
+			if (comm[i] != filter_comm[i])
+				return false;
+			if (!comm[i])
+				break;
+		}
+	}
+	return true;
+}
+
+static __always_inline void record_stack(void *ctx, __u32 func)
+{
+	struct trace_stack_key key = {
+		.func = func,
+		.tgid = bpf_get_current_pid_tgid() >> 32,
+		.kstack = -1,
+		.ustack = -1,
+	};
+	__u64 one = 1, *v;
+
+	if (want_kstack)
+		key.kstack = bpf_get_stackid(ctx, &stacks, 0);
+	if (want_ustack)
+		key.ustack = bpf_get_stackid(ctx, &stacks, F_USER_STACK);
+	v = bpf_map_lookup_elem(&stack_counts, &key);
+	if (v) {
+		__sync_fetch_and_add(v, 1);
+		return;
+	}
+	if (bpf_map_update_elem(&stack_counts, &key, &one, F_NOEXIST)) {
+		v = bpf_map_lookup_elem(&stack_counts, &key);
+		if (v)
+			__sync_fetch_and_add(v, 1);
+		else
+			count_lost(TRACE_LOST_STACKS);
+	}
+}
+
+/* One ring buffer record; args NULL for an exit. */
+static __always_inline void emit(__u32 kind, __u32 func, const __u64 *args, __u64 ret,
+				 __u64 ts, __u64 duration)
+{
+	struct trace_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (!e) {
+		count_lost(TRACE_LOST_EVENTS);
+		return;
+	}
+	e->ts_ns = ts;
+	for (int i = 0; i < TRACE_MAX_ARGS; i++)
+		e->args[i] = args ? args[i] : 0;
+	e->ret = ret;
+	e->duration_ns = duration;
+	e->func = func;
+	e->tgid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->kind = kind;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* The call is counted here; args[] is only read when captured. */
+static __always_inline void on_entry(void *ctx, __u64 cookie, const __u64 *args)
+{
+	__u32 func = (__u32)cookie;
+	struct trace_func_stats *st = bpf_map_lookup_elem(&stats, &func);
+
+	if (st)
+		st->calls++;
+	if (want_kstack || want_ustack)
+		record_stack(ctx, func);
+	if (cookie & TRACE_COOKIE_CAPTURE)
+		emit(TRACE_EVENT_ENTRY, func, args, 0, bpf_ktime_get_ns(), 0);
+}
+
+/* start_ns == 0: the entry was not seen, no duration. */
+static __always_inline void on_exit(__u64 cookie, __u64 start_ns, __u64 ret)
+{
+	__u32 func = (__u32)cookie;
+	__u64 now = bpf_ktime_get_ns(), d = start_ns ? now - start_ns : 0;
+	struct trace_func_stats *st;
+
+	if (start_ns && want_latency) {
+		__u32 b = 0, idx;
+		__u64 *h;
+
+		st = bpf_map_lookup_elem(&stats, &func);
+		if (st) {
+			st->lat_count++;
+			st->lat_sum_ns += d;
+			if (d > st->lat_max_ns)
+				st->lat_max_ns = d;
+		}
+		/* floor(log2(d)), capped at the last bucket */
+		for (int i = 0; i < TRACE_HIST_BUCKETS - 1; i++) {
+			if ((d >> (i + 1)) == 0)
+				break;
+			b = i + 1;
+		}
+		idx = func * TRACE_HIST_BUCKETS + b;
+		h = bpf_map_lookup_elem(&hist, &idx);
+		if (h)
+			*h += 1;
+	}
+	if (cookie & TRACE_COOKIE_CAPTURE)
+		emit(TRACE_EVENT_EXIT, func, NULL, ret, now, d);
+}
+
+/* Arguments of a trampoline program (fentry, fsession and their multi forms). */
+static __always_inline void tramp_args(void *ctx, __u64 *args)
+{
+	for (int i = 0; i < TRACE_MAX_ARGS; i++) {
+		args[i] = 0;
+		bpf_get_func_arg(ctx, i, &args[i]);
+	}
+}
+
+static __always_inline void kprobe_args(struct pt_regs *regs, __u64 *args)
+{
+	args[0] = regs->di;
+	args[1] = regs->si;
+	args[2] = regs->dx;
+	args[3] = regs->cx;
+	args[4] = regs->r8;
+	args[5] = regs->r9;
+}
+
+SEC("fentry.multi")
+int trace_multi_entry(void *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS];
+
+	if (!pass_filters())
+		return 0;
+	if (cookie & TRACE_COOKIE_CAPTURE)
+		tramp_args(ctx, args);
+	on_entry(ctx, cookie, args);
+	return 0;
+}
+
+SEC("fsession.multi")
+int trace_multi_session(void *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS], ret = 0;
+	__u64 *start = session_cookie(ctx);
+
+	if (session_is_return(ctx)) {
+		/* the entry left 0 here when the filters said no */
+		if (!*start)
+			return 0;
+		bpf_get_func_ret(ctx, &ret);
+		on_exit(cookie, *start, ret);
+		return 0;
+	}
+	*start = 0;
+	if (!pass_filters())
+		return 0;
+	if (cookie & TRACE_COOKIE_CAPTURE)
+		tramp_args(ctx, args);
+	on_entry(ctx, cookie, args);
+	*start = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("kprobe.multi")
+int trace_kprobe_entry(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS];
+
+	if (!pass_filters())
+		return 0;
+	if (cookie & TRACE_COOKIE_CAPTURE)
+		kprobe_args(ctx, args);
+	on_entry(ctx, cookie, args);
+	return 0;
+}
+
+SEC("kprobe.session")
+int trace_kprobe_session(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS];
+	__u64 *start = session_cookie(ctx);
+
+	if (!start)
+		return 1;
+	if (session_is_return(ctx)) {
+		on_exit(cookie, *start, ctx->ax);
+		return 0;
+	}
+	/* returning 1 skips the exit half for calls the filters drop */
+	if (!pass_filters())
+		return 1;
+	if (cookie & TRACE_COOKIE_CAPTURE)
+		kprobe_args(ctx, args);
+	on_entry(ctx, cookie, args);
+	*start = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("fentry")
+int trace_fentry(void *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS];
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call_stack *cs;
+
+	if (!pass_filters())
+		return 0;
+	if (cookie & TRACE_COOKIE_CAPTURE)
+		tramp_args(ctx, args);
+	on_entry(ctx, cookie, args);
+	if (!want_latency && !(cookie & TRACE_COOKIE_CAPTURE))
+		return 0;
+	/* remember the entry for the fexit copy of this function */
+	cs = bpf_map_lookup_elem(&call_stacks, &tid);
+	if (!cs) {
+		struct call_stack empty = {};
+
+		bpf_map_update_elem(&call_stacks, &tid, &empty, F_NOEXIST);
+		cs = bpf_map_lookup_elem(&call_stacks, &tid);
+		if (!cs)
+			return 0;
+	}
+	if (cs->depth >= TRACE_MAX_DEPTH) {
+		count_lost(TRACE_LOST_DEPTH);
+		return 0;
+	}
+	cs->func[cs->depth & (TRACE_MAX_DEPTH - 1)] = (__u32)cookie;
+	cs->ts[cs->depth & (TRACE_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
+	cs->depth++;
+	return 0;
+}
+
+SEC("fexit")
+int trace_fexit(void *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), ret = 0, start = 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call_stack *cs = bpf_map_lookup_elem(&call_stacks, &tid);
+
+	if (!cs)
+		return 0;
+	/*
+	 * Find this function's frame from the top; frames above it lost their
+	 * exit (not attached, or nesting overflowed) and are dropped with it.
+	 */
+	for (int i = 0; i < TRACE_MAX_DEPTH; i++) {
+		__u32 d = cs->depth;
+		__u32 j;
+
+		if (i >= d)
+			return 0;
+		j = (d - 1 - i) & (TRACE_MAX_DEPTH - 1);
+		if (cs->func[j] == (__u32)cookie) {
+			start = cs->ts[j];
+			cs->depth = j;
+			break;
+		}
+	}
+	if (!start)
+		return 0;
+	bpf_get_func_ret(ctx, &ret);
+	on_exit(cookie, start, ret);
+	return 0;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Records shared by the `bpfmux trace` BPF programs (trace.bpf.c) and their
+ * Rust reader (src/trace/events.rs mirrors these layouts with #[repr(C)]).
+ * Change both together.
+ */
+#ifndef BPFMUX_TRACE_H
+#define BPFMUX_TRACE_H
+
+/* Latency histogram: bucket b counts durations in [2^b, 2^(b+1)) ns. */
+#define TRACE_HIST_BUCKETS 32
+/* Arguments captured per call (register arguments on x86-64). */
+#define TRACE_MAX_ARGS 6
+/* Nesting depth remembered per thread when entry and exit are two programs. */
+#define TRACE_MAX_DEPTH 32
+
+/* The attach cookie: function index in the low 32 bits, flags above. */
+#define TRACE_COOKIE_CAPTURE (1ULL << 32) /* emit an event per call */
+
+/* Per function, per CPU. */
+struct trace_func_stats {
+	__u64 calls;
+	__u64 lat_count;
+	__u64 lat_sum_ns;
+	__u64 lat_max_ns;
+};
+
+enum trace_event_kind {
+	TRACE_EVENT_ENTRY = 1,
+	TRACE_EVENT_EXIT = 2,
+};
+
+/* One call of a function named exactly on the command line (ring buffer). */
+struct trace_event {
+	__u64 ts_ns;
+	__u64 args[TRACE_MAX_ARGS]; /* entry */
+	__u64 ret;                  /* exit */
+	__u64 duration_ns;          /* exit; 0 when unknown */
+	__u32 func;
+	__u32 tgid;
+	__u32 tid;
+	__u32 kind;
+	char comm[16];
+};
+
+/* src/trace/events.rs decodes this layout (EVENT_SIZE). */
+_Static_assert(sizeof(struct trace_event) == 104, "trace_event layout changed");
+
+/* Key of the stack aggregation: who called which function from where. */
+struct trace_stack_key {
+	__u32 func;
+	__u32 tgid;
+	__s32 kstack; /* stack map id, negative: not captured */
+	__s32 ustack;
+};
+
+/* Things the programs could not record, per CPU (indexes of the `lost` map). */
+enum trace_lost {
+	TRACE_LOST_EVENTS = 0, /* ring buffer full */
+	TRACE_LOST_STACKS = 1, /* stack map or stack_counts full */
+	TRACE_LOST_DEPTH = 2,  /* entry/exit pairing: nesting deeper than TRACE_MAX_DEPTH */
+	TRACE_LOST_MAX = 4,
+};
+
+#endif /* BPFMUX_TRACE_H */

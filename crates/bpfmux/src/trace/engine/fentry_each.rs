@@ -1,0 +1,246 @@
+//! One fentry program per function (plus one fexit when the exit side is
+//! needed), every kernel with trampolines (5.5+). This is what bpftrace and
+//! retsnoop do for fentry, and it is slow: a verifier run and a trampoline
+//! update per function. Loads and attaches run on several threads (the
+//! verifier work spreads over CPUs, trampoline updates serialize in the
+//! kernel anyway). A function the kernel refuses is dropped, not fatal.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{anyhow, Context as _};
+use libbpf_rs::libbpf_sys;
+
+use super::{is_fatal, Engine, EngineKind, Progress, Refused, Targets, FATAL_AFTER_SINGLES};
+use crate::sys::bpf;
+use crate::trace::btf::module_btf_fd;
+use crate::trace::pattern::Scope;
+use crate::trace::program::{Entry, TraceObject};
+
+/// Programs and links of one function: links first so they close first.
+struct Attached {
+    _links: Vec<OwnedFd>,
+    progs: Vec<OwnedFd>,
+}
+
+pub struct FentryEach {
+    attached: Vec<Attached>,
+}
+
+impl FentryEach {
+    pub fn new() -> Self {
+        Self {
+            attached: Vec::new(),
+        }
+    }
+}
+
+fn workers() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus * 2).clamp(2, 16)
+}
+
+fn attach_one(
+    obj: &TraceObject,
+    t: &Targets<'_>,
+    i: usize,
+    btf_fd: Option<BorrowedFd<'_>>,
+) -> Result<Attached, io::Error> {
+    let f = &t.funcs[i];
+    let mut kinds = vec![(Entry::Fentry, libbpf_sys::BPF_TRACE_FENTRY)];
+    if t.needs_exit {
+        kinds.push((Entry::Fexit, libbpf_sys::BPF_TRACE_FEXIT));
+    }
+    let mut progs = Vec::new();
+    let mut links = Vec::new();
+    for (entry, attach_type) in kinds {
+        let prog = obj
+            .load_prog(entry, attach_type, btf_fd, f.btf_id)
+            .map_err(|e| match e.errno() {
+                Some(errno) => io::Error::new(
+                    io::Error::from_raw_os_error(errno).kind(),
+                    LoadFailed(errno, e.to_string()),
+                ),
+                None => io::Error::other(e.to_string()),
+            })?;
+        links.push(bpf::link_create_tracing(
+            prog.as_raw_fd(),
+            attach_type,
+            t.cookies[i],
+        )?);
+        progs.push(prog);
+    }
+    Ok(Attached {
+        _links: links,
+        progs,
+    })
+}
+
+/// A load error that keeps its errno for the fatal check.
+#[derive(Debug)]
+struct LoadFailed(i32, String);
+
+impl std::fmt::Display for LoadFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.1)
+    }
+}
+
+impl std::error::Error for LoadFailed {}
+
+fn errno_of(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<LoadFailed>())
+            .map(|l| l.0)
+    })
+}
+
+/// Raises RLIMIT_NOFILE to at least `want` (up to the hard limit).
+fn raise_nofile(want: usize) -> anyhow::Result<()> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return Err(io::Error::last_os_error()).context("getrlimit(RLIMIT_NOFILE)");
+        }
+        if lim.rlim_cur >= want as libc::rlim_t {
+            return Ok(());
+        }
+        if lim.rlim_max < want as libc::rlim_t {
+            anyhow::bail!(
+                "fentry-each needs {want} file descriptors, the hard limit is {} \
+                 (raise it with ulimit -Hn, or use another engine)",
+                lim.rlim_max
+            );
+        }
+        lim.rlim_cur = want as libc::rlim_t;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+            return Err(io::Error::last_os_error()).context("setrlimit(RLIMIT_NOFILE)");
+        }
+    }
+    Ok(())
+}
+
+impl Engine for FentryEach {
+    fn kind(&self) -> EngineKind {
+        EngineKind::FentryEach
+    }
+
+    fn attach(
+        &mut self,
+        obj: &TraceObject,
+        t: &Targets<'_>,
+        progress: Progress<'_>,
+    ) -> anyhow::Result<Vec<Refused>> {
+        let mut module_fds: HashMap<&Scope, OwnedFd> = HashMap::new();
+        for f in t.funcs {
+            if let Scope::Module(m) = &f.scope {
+                if !module_fds.contains_key(&f.scope) {
+                    let fd =
+                        module_btf_fd(m).with_context(|| format!("finding BTF of module {m}"))?;
+                    module_fds.insert(&f.scope, fd);
+                }
+            }
+        }
+        // Two descriptors (program, link) per program: far past the usual
+        // soft limit of 1024 for a few thousand functions.
+        let per_func = if t.needs_exit { 4 } else { 2 };
+        raise_nofile(t.funcs.len() * per_func + 256)?;
+        let next = AtomicUsize::new(0);
+        let ok_count = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let fatal: Mutex<Option<io::Error>> = Mutex::new(None);
+        let results: Mutex<Vec<(usize, Result<Attached, io::Error>)>> =
+            Mutex::new(Vec::with_capacity(t.funcs.len()));
+        std::thread::scope(|s| {
+            for _ in 0..workers().min(t.funcs.len()) {
+                s.spawn(|| loop {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= t.funcs.len() {
+                        return;
+                    }
+                    let btf_fd = module_fds.get(&t.funcs[i].scope).map(|f| f.as_fd());
+                    let r = attach_one(obj, t, i, btf_fd);
+                    match &r {
+                        Ok(_) => {
+                            ok_count.fetch_add(1, Ordering::Relaxed);
+                            progress(1);
+                        }
+                        Err(e) => {
+                            let errno = errno_of(e).map(io::Error::from_raw_os_error);
+                            let failed = results.lock().map_or(0, |r| r.len()) + 1;
+                            if errno.as_ref().is_some_and(is_fatal)
+                                || (ok_count.load(Ordering::Relaxed) == 0
+                                    && failed >= FATAL_AFTER_SINGLES)
+                            {
+                                stop.store(true, Ordering::Relaxed);
+                                if let Ok(mut f) = fatal.lock() {
+                                    f.get_or_insert_with(|| {
+                                        io::Error::new(
+                                            e.kind(),
+                                            format!("{} ({e})", t.funcs[i].display_name()),
+                                        )
+                                    });
+                                }
+                            }
+                        }
+                    }
+                    if let Ok(mut v) = results.lock() {
+                        v.push((i, r));
+                    }
+                });
+            }
+        });
+        let results = results
+            .into_inner()
+            .map_err(|_| anyhow!("a fentry-each worker panicked"))?;
+        if let Some(e) = fatal.into_inner().ok().flatten() {
+            // `results` drops here: every link made so far closes.
+            return Err(anyhow!(e).context("fentry-each: the kernel refuses fentry programs"));
+        }
+        let mut refused = Vec::new();
+        let mut attached = Vec::with_capacity(results.len());
+        for (i, r) in results {
+            match r {
+                Ok(a) => attached.push(a),
+                Err(e) => refused.push(Refused {
+                    index: i,
+                    error: e.to_string(),
+                }),
+            }
+        }
+        if attached.is_empty() {
+            let e = refused.first().map(|r| r.error.clone()).unwrap_or_default();
+            return Err(anyhow!(
+                "fentry-each: the kernel refused every function ({e})"
+            ));
+        }
+        self.attached = attached;
+        Ok(refused)
+    }
+
+    fn detach(&mut self) {
+        self.attached.clear();
+    }
+
+    fn programs(&self) -> Vec<BorrowedFd<'_>> {
+        self.attached
+            .iter()
+            .flat_map(|a| a.progs.iter().map(|p| p.as_fd()))
+            .collect()
+    }
+
+    fn links(&self) -> usize {
+        self.attached.iter().map(|a| a._links.len()).sum()
+    }
+}

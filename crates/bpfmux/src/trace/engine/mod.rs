@@ -1,0 +1,360 @@
+//! Engines: the mechanisms that hang the trace program on the function set.
+//! All of them load entry points of the same BPF object (see
+//! [`super::program`]) and pass each function's index as the attach cookie,
+//! so the maps fill the same way whichever engine runs.
+//!
+//! | engine | kernel mechanism | exit side (latency, return values) |
+//! |---|---|---|
+//! | `global` | this series: tracing_multi link on the global trampoline | fsession.multi |
+//! | `tracing-multi` | upstream 7.2+ tracing_multi link (one trampoline per function, one link) | fsession.multi |
+//! | `kprobe-multi` | kprobe.multi link (fprobe) | kprobe.session |
+//! | `fentry-each` | one fentry program per function, loaded in parallel | one fexit program per function |
+//!
+//! The automatic choice takes the first one the running kernel accepts, by
+//! probing it (never by version).
+
+mod fentry_each;
+mod global;
+mod kprobe_multi;
+mod tracing_multi;
+
+use std::fmt;
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::program::{Entry, TraceObject};
+use super::select::Func;
+use crate::features::{self, KernelBtf, Status};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineKind {
+    Global,
+    TracingMulti,
+    KprobeMulti,
+    FentryEach,
+}
+
+impl EngineKind {
+    /// In order of preference.
+    pub const ALL: [EngineKind; 4] = [
+        EngineKind::Global,
+        EngineKind::TracingMulti,
+        EngineKind::KprobeMulti,
+        EngineKind::FentryEach,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Global => "global",
+            EngineKind::TracingMulti => "tracing-multi",
+            EngineKind::KprobeMulti => "kprobe-multi",
+            EngineKind::FentryEach => "fentry-each",
+        }
+    }
+
+    /// The `bpfmux features` probes that must say yes.
+    fn required_probes(self, needs_exit: bool) -> &'static [&'static str] {
+        match (self, needs_exit) {
+            (EngineKind::Global, _) => &["global_trampoline"],
+            (EngineKind::TracingMulti, _) => &["tracing_multi"],
+            (EngineKind::KprobeMulti, false) => &["kprobe.multi"],
+            (EngineKind::KprobeMulti, true) => &["kprobe.multi", "kprobe.session"],
+            (EngineKind::FentryEach, false) => &["fentry"],
+            (EngineKind::FentryEach, true) => &["fentry", "fexit"],
+        }
+    }
+
+    /// Entry points this engine loads.
+    pub fn entries(self, needs_exit: bool) -> Vec<Entry> {
+        match (self, needs_exit) {
+            (EngineKind::Global | EngineKind::TracingMulti, false) => vec![Entry::MultiEntry],
+            (EngineKind::Global | EngineKind::TracingMulti, true) => vec![Entry::MultiSession],
+            (EngineKind::KprobeMulti, false) => vec![Entry::KprobeEntry],
+            (EngineKind::KprobeMulti, true) => vec![Entry::KprobeSession],
+            (EngineKind::FentryEach, false) => vec![Entry::Fentry],
+            (EngineKind::FentryEach, true) => vec![Entry::Fentry, Entry::Fexit],
+        }
+    }
+
+    /// Entry and exit are separate programs: per-thread call stacks pair them.
+    pub fn pairs_entry_exit(self, needs_exit: bool) -> bool {
+        self == EngineKind::FentryEach && needs_exit
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EngineKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = EngineKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown engine {s:?} (one of: {})", names.join(", "))
+            })
+    }
+}
+
+/// Why an engine cannot run here, from the probes it needs.
+pub fn unavailable_because(kind: EngineKind, needs_exit: bool, btf: &KernelBtf) -> Option<String> {
+    let mut why = Vec::new();
+    for name in kind.required_probes(needs_exit) {
+        match features::probe_one(name, btf) {
+            Some(p) if p.status == Status::Yes => {}
+            Some(p) => why.push(format!("{name}: {} ({})", p.status, p.detail)),
+            None => why.push(format!("{name}: no probe")),
+        }
+    }
+    if needs_exit && matches!(kind, EngineKind::Global | EngineKind::TracingMulti) {
+        // fsession.multi came with 7.3; tracing_multi alone (7.2) lacks it.
+        if btf
+            .enum_value("bpf_attach_type", "BPF_TRACE_FSESSION_MULTI")
+            .is_none()
+        {
+            why.push("BPF_TRACE_FSESSION_MULTI not in this kernel's BTF".into());
+        }
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChooseError {
+    #[error("engine {kind} is not available on this kernel: {why}")]
+    Unavailable { kind: EngineKind, why: String },
+    #[error("no engine is available on this kernel:\n{0}")]
+    None(String),
+}
+
+/// The requested engine if it works here, or the first that does; with the
+/// reasons the better ones were passed over.
+pub fn choose(
+    requested: Option<EngineKind>,
+    needs_exit: bool,
+) -> Result<(EngineKind, Vec<(EngineKind, String)>), ChooseError> {
+    features::quiet_libbpf();
+    let btf = KernelBtf::load();
+    if let Some(kind) = requested {
+        return match unavailable_because(kind, needs_exit, &btf) {
+            None => Ok((kind, Vec::new())),
+            Some(why) => Err(ChooseError::Unavailable { kind, why }),
+        };
+    }
+    let mut skipped = Vec::new();
+    for kind in EngineKind::ALL {
+        match unavailable_because(kind, needs_exit, &btf) {
+            None => return Ok((kind, skipped)),
+            Some(why) => skipped.push((kind, why)),
+        }
+    }
+    let text = skipped
+        .iter()
+        .map(|(k, w)| format!("  {k}: {w}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    Err(ChooseError::None(text))
+}
+
+/// What to attach: functions with their cookies (same order and length).
+pub struct Targets<'a> {
+    pub funcs: &'a [Func],
+    pub cookies: &'a [u64],
+    pub needs_exit: bool,
+}
+
+/// A function the kernel would not attach (index into the targets).
+#[derive(Clone, Debug)]
+pub struct Refused {
+    pub index: usize,
+    pub error: String,
+}
+
+/// Called with the number of functions just attached.
+pub type Progress<'a> = &'a (dyn Fn(usize) + Sync);
+
+pub trait Engine: Send {
+    fn kind(&self) -> EngineKind;
+
+    /// Attaches every target it can. Returns the functions the kernel
+    /// refused (the rest stay attached); an error means nothing is attached.
+    fn attach(
+        &mut self,
+        obj: &TraceObject,
+        targets: &Targets<'_>,
+        progress: Progress<'_>,
+    ) -> anyhow::Result<Vec<Refused>>;
+
+    /// Detaches everything (links first, then programs).
+    fn detach(&mut self);
+
+    /// The loaded programs, for run statistics (recursion misses).
+    fn programs(&self) -> Vec<BorrowedFd<'_>>;
+
+    /// Number of links the attached state uses.
+    fn links(&self) -> usize;
+}
+
+pub fn new_engine(kind: EngineKind) -> Box<dyn Engine> {
+    match kind {
+        EngineKind::Global => Box::new(global::Global::new()),
+        EngineKind::TracingMulti => Box::new(tracing_multi::TracingMulti::new(false)),
+        EngineKind::KprobeMulti => Box::new(kprobe_multi::KprobeMulti::new()),
+        EngineKind::FentryEach => Box::new(fentry_each::FentryEach::new()),
+    }
+}
+
+/// Errors no bisection can get around: the kernel refuses us (or we ran
+/// out of descriptors), not a function.
+fn is_fatal(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::EMFILE) | Some(libc::ENFILE)
+    )
+}
+
+/// After this many single-function failures with no success at all, the
+/// failure is taken to be the kernel's, not the functions'.
+const FATAL_AFTER_SINGLES: usize = 8;
+
+/// Attaches `idx` with as few links as the kernel allows: one link for the
+/// whole batch, or, when it refuses, halves until each refused function is
+/// isolated. A batch link is all-or-nothing in the kernel, so a failed try
+/// leaves nothing behind. On error every link made so far is closed.
+pub(crate) fn attach_bisect(
+    idx: &[usize],
+    attach: &mut dyn FnMut(&[usize]) -> io::Result<OwnedFd>,
+    progress: Progress<'_>,
+) -> io::Result<(Vec<OwnedFd>, Vec<Refused>)> {
+    struct State {
+        links: Vec<OwnedFd>,
+        refused: Vec<Refused>,
+        attached: usize,
+    }
+    fn go(
+        idx: &[usize],
+        attach: &mut dyn FnMut(&[usize]) -> io::Result<OwnedFd>,
+        progress: Progress<'_>,
+        st: &mut State,
+    ) -> io::Result<()> {
+        if idx.is_empty() {
+            return Ok(());
+        }
+        match attach(idx) {
+            Ok(link) => {
+                st.links.push(link);
+                st.attached += idx.len();
+                progress(idx.len());
+                Ok(())
+            }
+            Err(e) if is_fatal(&e) => Err(e),
+            Err(e) if idx.len() == 1 => {
+                st.refused.push(Refused {
+                    index: idx[0],
+                    error: e.to_string(),
+                });
+                if st.attached == 0 && st.refused.len() >= FATAL_AFTER_SINGLES {
+                    return Err(e);
+                }
+                Ok(())
+            }
+            Err(_) => {
+                let (a, b) = idx.split_at(idx.len() / 2);
+                go(a, attach, progress, st)?;
+                go(b, attach, progress, st)
+            }
+        }
+    }
+    let mut st = State {
+        links: Vec::new(),
+        refused: Vec::new(),
+        attached: 0,
+    };
+    // On error `st` is dropped here and its links closed: nothing half-attached.
+    go(idx, attach, progress, &mut st)?;
+    if st.attached == 0 {
+        let e = st
+            .refused
+            .first()
+            .map(|r| r.error.clone())
+            .unwrap_or_default();
+        return Err(io::Error::other(format!(
+            "the kernel refused every function ({e})"
+        )));
+    }
+    Ok((st.links, st.refused))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::os::fd::{AsRawFd, FromRawFd};
+
+    fn dummy_fd() -> OwnedFd {
+        // SAFETY: dup of stdin gives a fresh descriptor we own.
+        unsafe { OwnedFd::from_raw_fd(libc::dup(0)) }
+    }
+
+    #[test]
+    fn bisect_isolates_refused_functions() {
+        let bad = [3usize, 17, 18];
+        let calls = RefCell::new(0);
+        let mut attach = |idx: &[usize]| {
+            *calls.borrow_mut() += 1;
+            if idx.iter().any(|i| bad.contains(i)) {
+                Err(io::Error::from_raw_os_error(libc::EINVAL))
+            } else {
+                Ok(dummy_fd())
+            }
+        };
+        let all: Vec<usize> = (0..64).collect();
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let progress = |n: usize| {
+            done.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        };
+        let (links, refused) = attach_bisect(&all, &mut attach, &progress).unwrap();
+        let mut r: Vec<usize> = refused.iter().map(|r| r.index).collect();
+        r.sort();
+        assert_eq!(r, bad);
+        assert_eq!(done.into_inner(), 61);
+        assert!(links.iter().all(|l| l.as_raw_fd() >= 0));
+        // Far fewer tries than one per function.
+        assert!(*calls.borrow() < 40, "{} tries", calls.borrow());
+    }
+
+    #[test]
+    fn bisect_stops_on_fatal_and_on_all_refused() {
+        let mut eperm =
+            |_: &[usize]| -> io::Result<OwnedFd> { Err(io::Error::from_raw_os_error(libc::EPERM)) };
+        let all: Vec<usize> = (0..1000).collect();
+        let e = attach_bisect(&all, &mut eperm, &|_| {}).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+
+        let tries = RefCell::new(0);
+        let mut einval = |_: &[usize]| -> io::Result<OwnedFd> {
+            *tries.borrow_mut() += 1;
+            Err(io::Error::from_raw_os_error(libc::EINVAL))
+        };
+        assert!(attach_bisect(&all, &mut einval, &|_| {}).is_err());
+        // Gave up after a handful of single failures, not 2000 tries.
+        assert!(*tries.borrow() < 40, "{} tries", tries.borrow());
+    }
+
+    #[test]
+    fn engine_names_round_trip() {
+        for k in EngineKind::ALL {
+            assert_eq!(k.name().parse::<EngineKind>(), Ok(k));
+        }
+        assert!("fentry".parse::<EngineKind>().is_err());
+    }
+}

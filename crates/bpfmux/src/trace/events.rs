@@ -1,0 +1,300 @@
+//! Reading what the programs recorded: per-function counters and latency
+//! histograms (per-CPU arrays, summed here), per-call events (ring buffer),
+//! stack counts, and what could not be recorded. Layouts mirror
+//! src/bpf/trace.h.
+
+use std::collections::HashMap;
+
+use anyhow::Context as _;
+use libbpf_rs::{MapCore, MapFlags};
+use serde::Serialize;
+
+use super::program::{possible_cpus, read_percpu_array, TraceObject, HIST_BUCKETS};
+
+/// Mirrors `struct trace_func_stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FuncStats {
+    pub calls: u64,
+    pub lat_count: u64,
+    pub lat_sum_ns: u64,
+    pub lat_max_ns: u64,
+}
+
+impl FuncStats {
+    fn add(&mut self, o: &FuncStats) {
+        self.calls += o.calls;
+        self.lat_count += o.lat_count;
+        self.lat_sum_ns += o.lat_sum_ns;
+        self.lat_max_ns = self.lat_max_ns.max(o.lat_max_ns);
+    }
+
+    /// Counters accumulated since `earlier` (max stays the running max).
+    pub fn since(&self, earlier: &FuncStats) -> FuncStats {
+        FuncStats {
+            calls: self.calls.saturating_sub(earlier.calls),
+            lat_count: self.lat_count.saturating_sub(earlier.lat_count),
+            lat_sum_ns: self.lat_sum_ns.saturating_sub(earlier.lat_sum_ns),
+            lat_max_ns: self.lat_max_ns,
+        }
+    }
+}
+
+pub type Hist = [u64; HIST_BUCKETS];
+
+/// Totals since attach.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub stats: Vec<FuncStats>,
+    /// Per function, when latency is measured.
+    pub hist: Option<Vec<Hist>>,
+    /// Ring buffer full, stack map full, nesting too deep.
+    pub lost_events: u64,
+    pub lost_stacks: u64,
+    pub lost_depth: u64,
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[off..off + 8]);
+    u64::from_ne_bytes(a)
+}
+
+pub struct Reader {
+    nr_funcs: usize,
+    cpus: usize,
+    latency: bool,
+}
+
+impl Reader {
+    pub fn new(nr_funcs: usize, latency: bool) -> anyhow::Result<Self> {
+        Ok(Self {
+            nr_funcs,
+            cpus: possible_cpus()?,
+            latency,
+        })
+    }
+
+    pub fn snapshot(&self, obj: &TraceObject) -> anyhow::Result<Snapshot> {
+        let n = self.nr_funcs;
+        let stats_map = obj.map("stats")?;
+        let raw =
+            read_percpu_array(&stats_map, n, self.cpus).context("reading per-function counters")?;
+        let vsize = stats_map.value_size() as usize;
+        let mut stats = vec![FuncStats::default(); n];
+        for (i, s) in stats.iter_mut().enumerate() {
+            for cpu in 0..self.cpus {
+                let off = (i * self.cpus + cpu) * vsize;
+                s.add(&FuncStats {
+                    calls: u64_at(&raw, off),
+                    lat_count: u64_at(&raw, off + 8),
+                    lat_sum_ns: u64_at(&raw, off + 16),
+                    lat_max_ns: u64_at(&raw, off + 24),
+                });
+            }
+        }
+        let hist = if self.latency {
+            let m = obj.map("hist")?;
+            let raw = read_percpu_array(&m, n * HIST_BUCKETS, self.cpus)
+                .context("reading latency histograms")?;
+            let mut h = vec![[0u64; HIST_BUCKETS]; n];
+            for (i, hf) in h.iter_mut().enumerate() {
+                for (b, slot) in hf.iter_mut().enumerate() {
+                    for cpu in 0..self.cpus {
+                        *slot += u64_at(&raw, ((i * HIST_BUCKETS + b) * self.cpus + cpu) * 8);
+                    }
+                }
+            }
+            Some(h)
+        } else {
+            None
+        };
+        let lost_map = obj.map("lost")?;
+        let mut lost = [0u64; 3];
+        for (k, slot) in lost.iter_mut().enumerate() {
+            let key = (k as u32).to_ne_bytes();
+            if let Some(per_cpu) = lost_map
+                .lookup_percpu(&key, MapFlags::ANY)
+                .context("reading loss counters")?
+            {
+                *slot = per_cpu.iter().map(|v| u64_at(v, 0)).sum();
+            }
+        }
+        Ok(Snapshot {
+            stats,
+            hist,
+            lost_events: lost[0],
+            lost_stacks: lost[1],
+            lost_depth: lost[2],
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventKind {
+    Entry,
+    Exit,
+}
+
+/// One call of a captured function (entry with arguments, exit with the
+/// return value and duration).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub ts_ns: u64,
+    pub func: usize,
+    pub kind: EventKind,
+    pub args: [u64; 6],
+    pub ret: u64,
+    pub duration_ns: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    pub comm: String,
+}
+
+/// `struct trace_event` is 104 bytes: 10 u64, 4 u32, comm[16].
+pub const EVENT_SIZE: usize = 104;
+
+impl Event {
+    /// Decodes a ring buffer record; `None` for a short or unknown one.
+    pub fn parse(b: &[u8]) -> Option<Event> {
+        if b.len() < EVENT_SIZE {
+            return None;
+        }
+        let u32_at = |off: usize| u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
+        let mut args = [0u64; 6];
+        for (i, a) in args.iter_mut().enumerate() {
+            *a = u64_at(b, 8 + i * 8);
+        }
+        let kind = match u32_at(84) {
+            1 => EventKind::Entry,
+            2 => EventKind::Exit,
+            _ => return None,
+        };
+        let comm = &b[88..104];
+        let end = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
+        Some(Event {
+            ts_ns: u64_at(b, 0),
+            args,
+            ret: u64_at(b, 56),
+            duration_ns: u64_at(b, 64),
+            func: u32_at(72) as usize,
+            tgid: u32_at(76),
+            tid: u32_at(80),
+            kind,
+            comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
+        })
+    }
+}
+
+/// Mirrors `struct trace_stack_key`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StackKey {
+    pub func: usize,
+    pub tgid: u32,
+    pub kstack: Option<u32>,
+    pub ustack: Option<u32>,
+}
+
+/// Stack counts with the raw addresses of each stack.
+#[derive(Debug, Default)]
+pub struct Stacks {
+    pub counts: Vec<(StackKey, u64)>,
+    pub addrs: HashMap<u32, Vec<u64>>,
+}
+
+pub fn read_stacks(obj: &TraceObject) -> anyhow::Result<Stacks> {
+    let counts_map = obj.map("stack_counts")?;
+    let stacks_map = obj.map("stacks")?;
+    let mut out = Stacks::default();
+    let stack_id = |v: i32| (v >= 0).then_some(v as u32);
+    for key in counts_map.keys() {
+        if key.len() < 16 {
+            continue;
+        }
+        let i32_at =
+            |off: usize| i32::from_ne_bytes([key[off], key[off + 1], key[off + 2], key[off + 3]]);
+        let Some(val) = counts_map
+            .lookup(&key, MapFlags::ANY)
+            .context("reading stack counts")?
+        else {
+            continue;
+        };
+        let k = StackKey {
+            func: i32_at(0) as u32 as usize,
+            tgid: i32_at(4) as u32,
+            kstack: stack_id(i32_at(8)),
+            ustack: stack_id(i32_at(12)),
+        };
+        for id in [k.kstack, k.ustack].into_iter().flatten() {
+            if out.addrs.contains_key(&id) {
+                continue;
+            }
+            if let Some(raw) = stacks_map
+                .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+                .context("reading a stack trace")?
+            {
+                let addrs: Vec<u64> = raw
+                    .chunks_exact(8)
+                    .map(|c| u64_at(c, 0))
+                    .take_while(|&a| a != 0)
+                    .collect();
+                out.addrs.insert(id, addrs);
+            }
+        }
+        out.counts.push((k, u64_at(&val, 0)));
+    }
+    out.counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_an_event_record() {
+        let mut b = vec![0u8; EVENT_SIZE];
+        b[0..8].copy_from_slice(&123u64.to_ne_bytes());
+        for i in 0..6 {
+            b[8 + i * 8..16 + i * 8].copy_from_slice(&(i as u64 + 10).to_ne_bytes());
+        }
+        b[56..64].copy_from_slice(&(-5i64 as u64).to_ne_bytes());
+        b[64..72].copy_from_slice(&999u64.to_ne_bytes());
+        b[72..76].copy_from_slice(&7u32.to_ne_bytes());
+        b[76..80].copy_from_slice(&100u32.to_ne_bytes());
+        b[80..84].copy_from_slice(&101u32.to_ne_bytes());
+        b[84..88].copy_from_slice(&2u32.to_ne_bytes());
+        b[88..92].copy_from_slice(b"cat\0");
+        let e = Event::parse(&b).unwrap();
+        assert_eq!(e.ts_ns, 123);
+        assert_eq!(e.args, [10, 11, 12, 13, 14, 15]);
+        assert_eq!(e.ret as i64, -5);
+        assert_eq!((e.duration_ns, e.func, e.tgid, e.tid), (999, 7, 100, 101));
+        assert_eq!(e.kind, EventKind::Exit);
+        assert_eq!(e.comm, "cat");
+        assert!(Event::parse(&b[..50]).is_none());
+        b[84..88].copy_from_slice(&9u32.to_ne_bytes());
+        assert!(Event::parse(&b).is_none());
+    }
+
+    #[test]
+    fn deltas_keep_running_max() {
+        let a = FuncStats {
+            calls: 10,
+            lat_count: 4,
+            lat_sum_ns: 400,
+            lat_max_ns: 200,
+        };
+        let b = FuncStats {
+            calls: 15,
+            lat_count: 6,
+            lat_sum_ns: 700,
+            lat_max_ns: 250,
+        };
+        let d = b.since(&a);
+        assert_eq!(
+            (d.calls, d.lat_count, d.lat_sum_ns, d.lat_max_ns),
+            (5, 2, 300, 250)
+        );
+    }
+}

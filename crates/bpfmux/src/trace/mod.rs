@@ -1,0 +1,260 @@
+//! `bpfmux trace`: one program on many kernel functions.
+//!
+//! The data path, top-down:
+//! 1. [`pattern`]: what the user typed → patterns.
+//! 2. [`select`]: patterns → the function set (BTF ∩ ftrace, minus denied
+//!    and ambiguous functions, each drop with its reason), via [`btf`] and
+//!    [`listings`].
+//! 3. [`engine`]: the mechanism, chosen by probing the kernel (or forced).
+//! 4. [`program`]: the BPF object, its maps sized for the set, program copies.
+//! 5. `Engine::attach`: links (all or nothing per link; refused functions
+//!    isolated by bisection and dropped, unless named exactly).
+//! 6. [`events`]: counters, histograms, per-call events, stacks.
+//! 7. [`output`]: tables, text lines, JSON.
+
+pub mod btf;
+pub mod engine;
+pub mod events;
+pub mod listings;
+pub mod output;
+pub mod pattern;
+pub mod program;
+pub mod select;
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use libbpf_rs::libbpf_sys;
+
+use engine::{Engine, EngineKind, Targets};
+use events::{Reader, Snapshot};
+use pattern::Pattern;
+use program::{Filters, ObjectConfig, TraceObject};
+use select::{DropReason, Dropped, SelectOptions, Selection};
+
+/// Bit in the attach cookie: this function emits per-call events (trace.h).
+const COOKIE_CAPTURE: u64 = 1 << 32;
+
+/// What to trace and how.
+#[derive(Clone, Debug, Default)]
+pub struct TraceOptions {
+    pub patterns: Vec<Pattern>,
+    pub excludes: Vec<Pattern>,
+    /// `None`: the best engine this kernel has.
+    pub engine: Option<EngineKind>,
+    pub latency: bool,
+    /// Arguments and return values of the functions named exactly.
+    pub capture: bool,
+    pub kstack: bool,
+    pub ustack: bool,
+    pub filters: Filters,
+}
+
+impl TraceOptions {
+    /// Latency and return values need the exit side of each call.
+    pub fn needs_exit(&self) -> bool {
+        self.latency || self.capture
+    }
+}
+
+/// Step 1–3 done: the function set and the engine, nothing loaded yet.
+pub struct Plan {
+    pub opts: TraceOptions,
+    pub selection: Selection,
+    pub engine: EngineKind,
+    /// Better engines this kernel lacks, with the probes' reasons.
+    pub skipped_engines: Vec<(EngineKind, String)>,
+    pub select_time: Duration,
+}
+
+pub fn plan(opts: TraceOptions) -> anyhow::Result<Plan> {
+    let needs_exit = opts.needs_exit();
+    let (engine, skipped_engines) = engine::choose(opts.engine, needs_exit)?;
+    let t0 = Instant::now();
+    let selection = select::select(&opts.patterns, &opts.excludes, SelectOptions { needs_exit })?;
+    Ok(Plan {
+        opts,
+        selection,
+        engine,
+        skipped_engines,
+        select_time: t0.elapsed(),
+    })
+}
+
+/// Attached and counting.
+pub struct Tracer {
+    pub opts: TraceOptions,
+    pub selection: Selection,
+    /// Same length as `selection.funcs`: false for functions the kernel refused.
+    pub attached: Vec<bool>,
+    pub engine: EngineKind,
+    pub skipped_engines: Vec<(EngineKind, String)>,
+    pub select_time: Duration,
+    /// Creating the maps and relocating (before any program load).
+    pub prepare_time: Duration,
+    /// Loading programs and creating links.
+    pub attach_time: Duration,
+    links: usize,
+    // Declared before `obj`: programs and links go before the maps.
+    backend: Box<dyn Engine>,
+    obj: TraceObject,
+    reader: Reader,
+}
+
+impl Plan {
+    /// Loads and attaches. On error nothing stays attached.
+    pub fn attach(self, progress: engine::Progress<'_>) -> anyhow::Result<Tracer> {
+        let Plan {
+            opts,
+            mut selection,
+            engine: kind,
+            skipped_engines,
+            select_time,
+        } = self;
+        let needs_exit = opts.needs_exit();
+        let n = selection.funcs.len();
+        let capture = opts.capture && selection.funcs.iter().any(|f| f.exact);
+        let cfg = ObjectConfig {
+            nr_funcs: n,
+            latency: opts.latency,
+            capture,
+            kstack: opts.kstack,
+            ustack: opts.ustack,
+            pair_entry_exit: kind.pairs_entry_exit(needs_exit),
+            filters: opts.filters.clone(),
+        };
+        let t0 = Instant::now();
+        let obj = TraceObject::load(&cfg, &kind.entries(needs_exit))?;
+        let prepare_time = t0.elapsed();
+        let cookies: Vec<u64> = selection
+            .funcs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                i as u64
+                    | if capture && f.exact {
+                        COOKIE_CAPTURE
+                    } else {
+                        0
+                    }
+            })
+            .collect();
+        let targets = Targets {
+            funcs: &selection.funcs,
+            cookies: &cookies,
+            needs_exit,
+        };
+        let mut backend = engine::new_engine(kind);
+        let t1 = Instant::now();
+        let refused = backend
+            .attach(&obj, &targets, progress)
+            .with_context(|| format!("attaching with engine {kind}"))?;
+        let attach_time = t1.elapsed();
+        // Functions named exactly were asked for: refusing one is an error.
+        if let Some(r) = refused.iter().find(|r| selection.funcs[r.index].exact) {
+            let name = selection.funcs[r.index].display_name();
+            backend.detach();
+            bail!(
+                "the kernel refused to attach {name} with engine {kind}: {} \
+                 (everything attached was detached)",
+                r.error
+            );
+        }
+        let mut attached = vec![true; n];
+        for r in &refused {
+            attached[r.index] = false;
+            let f = &selection.funcs[r.index];
+            selection.dropped.push(Dropped {
+                scope: f.scope.clone(),
+                name: f.name.clone(),
+                reason: DropReason::AttachRefused(r.error.clone()),
+            });
+        }
+        let reader = Reader::new(n, opts.latency)?;
+        Ok(Tracer {
+            links: backend.links(),
+            opts,
+            selection,
+            attached,
+            engine: kind,
+            skipped_engines,
+            select_time,
+            prepare_time,
+            attach_time,
+            backend,
+            obj,
+            reader,
+        })
+    }
+}
+
+impl Tracer {
+    pub fn nr_attached(&self) -> usize {
+        self.attached.iter().filter(|&&a| a).count()
+    }
+
+    /// Links while attached (kept after detach, for the summary).
+    pub fn nr_links(&self) -> usize {
+        self.links
+    }
+
+    pub fn snapshot(&self) -> anyhow::Result<Snapshot> {
+        self.reader.snapshot(&self.obj)
+    }
+
+    pub fn object(&self) -> &TraceObject {
+        &self.obj
+    }
+
+    /// A ring buffer over the per-call events, calling `f` for each; `None`
+    /// when no function captures events. Poll it to receive them.
+    pub fn event_ring<'a>(
+        &'a self,
+        mut f: impl FnMut(events::Event) + 'a,
+    ) -> anyhow::Result<Option<libbpf_rs::RingBuffer<'a>>> {
+        let capture = self.opts.capture && self.selection.funcs.iter().any(|f| f.exact);
+        if !capture {
+            return Ok(None);
+        }
+        let map = self.obj.map("events")?;
+        let mut b = libbpf_rs::RingBufferBuilder::new();
+        b.add(&map, move |data: &[u8]| {
+            if let Some(e) = events::Event::parse(data) {
+                f(e);
+            }
+            0
+        })
+        .context("ring buffer for events")?;
+        Ok(Some(b.build().context("ring buffer for events")?))
+    }
+
+    /// Calls the programs skipped because one was already running on the
+    /// CPU (the kernel's recursion guard): counts can be short by this much.
+    pub fn recursion_misses(&self) -> u64 {
+        self.backend
+            .programs()
+            .iter()
+            .map(|p| prog_recursion_misses(*p))
+            .sum()
+    }
+
+    /// Detaches everything; returns how long it took.
+    pub fn detach(&mut self) -> Duration {
+        let t0 = Instant::now();
+        self.backend.detach();
+        t0.elapsed()
+    }
+}
+
+fn prog_recursion_misses(prog: BorrowedFd<'_>) -> u64 {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: info outlives the call; len is its size.
+    let r = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_raw_fd(), &mut info, &mut len) };
+    if r == 0 {
+        info.recursion_misses
+    } else {
+        0
+    }
+}

@@ -1,0 +1,422 @@
+//! Turning snapshots and events into what people read: the live table, the
+//! periodic text lines, JSON objects, latency histograms, event lines.
+
+use serde_json::{json, Value};
+
+use super::btf::ValueKind;
+use super::events::{Event, EventKind, FuncStats, Hist};
+use super::select::Func;
+
+/// Nanoseconds as `812ns`, `3.4us`, `12.0ms`, `1.20s`.
+pub fn fmt_ns(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns}ns"),
+        1_000..=999_999 => format!("{:.1}us", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1}ms", ns as f64 / 1e6),
+        _ => format!("{:.2}s", ns as f64 / 1e9),
+    }
+}
+
+/// Upper bound of the log2 bucket holding quantile `q` (0..=1), if any.
+pub fn percentile(h: &Hist, q: f64) -> Option<u64> {
+    let total: u64 = h.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let want = ((total as f64) * q).ceil().max(1.0) as u64;
+    let mut acc = 0;
+    for (b, &n) in h.iter().enumerate() {
+        acc += n;
+        if acc >= want {
+            return Some(if b >= 63 {
+                u64::MAX
+            } else {
+                (1u64 << (b + 1)) - 1
+            });
+        }
+    }
+    None
+}
+
+/// One function's numbers for an interval and since attach.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub index: usize,
+    pub name: String,
+    pub interval: FuncStats,
+    pub total: FuncStats,
+}
+
+/// Rows with calls in the interval (or in total, with `totals`), busiest first.
+pub fn rows(
+    funcs: &[Func],
+    attached: &[bool],
+    prev: &[FuncStats],
+    now: &[FuncStats],
+    totals: bool,
+) -> Vec<Row> {
+    let mut v: Vec<Row> = funcs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| attached[*i])
+        .map(|(i, f)| Row {
+            index: i,
+            name: f.display_name(),
+            interval: now[i].since(prev.get(i).unwrap_or(&FuncStats::default())),
+            total: now[i],
+        })
+        .filter(|r| {
+            if totals {
+                r.total.calls > 0
+            } else {
+                r.interval.calls > 0
+            }
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        let key = |r: &Row| {
+            if totals {
+                r.total.calls
+            } else {
+                r.interval.calls
+            }
+        };
+        key(b).cmp(&key(a)).then_with(|| a.name.cmp(&b.name))
+    });
+    v
+}
+
+fn avg(s: &FuncStats) -> Option<u64> {
+    (s.lat_count > 0).then(|| s.lat_sum_ns / s.lat_count)
+}
+
+/// The live table (without screen control): header line, column titles,
+/// at most `max_rows` rows.
+pub fn table(rows: &[Row], secs: f64, latency: bool, max_rows: usize) -> Vec<String> {
+    let w = rows
+        .iter()
+        .take(max_rows)
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let mut out = Vec::new();
+    let mut head = format!(
+        "{:<w$} {:>10} {:>12} {:>12}",
+        "FUNCTION", "CALLS/s", "CALLS", "TOTAL"
+    );
+    if latency {
+        head.push_str(&format!(" {:>9} {:>9}", "AVG", "MAX"));
+    }
+    out.push(head);
+    for r in rows.iter().take(max_rows) {
+        let rate = r.interval.calls as f64 / secs.max(1e-9);
+        let mut line = format!(
+            "{:<w$} {:>10.0} {:>12} {:>12}",
+            r.name, rate, r.interval.calls, r.total.calls
+        );
+        if latency {
+            let a = avg(&r.total).map_or("-".into(), fmt_ns);
+            let m = (r.total.lat_count > 0).then(|| fmt_ns(r.total.lat_max_ns));
+            line.push_str(&format!(" {:>9} {:>9}", a, m.unwrap_or_else(|| "-".into())));
+        }
+        out.push(line);
+    }
+    if rows.len() > max_rows {
+        out.push(format!(
+            "... {} more functions called",
+            rows.len() - max_rows
+        ));
+    }
+    out
+}
+
+/// Plain lines for a non-terminal: one per function called in the interval.
+pub fn text_lines(stamp: &str, rows: &[Row], latency: bool) -> Vec<String> {
+    rows.iter()
+        .map(|r| {
+            let mut s = format!(
+                "{stamp} {} {} total {}",
+                r.name, r.interval.calls, r.total.calls
+            );
+            if latency {
+                if let Some(a) = avg(&r.total) {
+                    s.push_str(&format!(
+                        " avg {} max {}",
+                        fmt_ns(a),
+                        fmt_ns(r.total.lat_max_ns)
+                    ));
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+fn row_json(r: &Row, hist: Option<&Hist>, totals: bool) -> Value {
+    let s = if totals { &r.total } else { &r.interval };
+    let mut v = json!({ "name": r.name, "calls": s.calls });
+    if !totals {
+        v["total"] = json!(r.total.calls);
+    }
+    if s.lat_count > 0 {
+        v["latency_ns"] = json!({
+            "count": s.lat_count,
+            "avg": s.lat_sum_ns / s.lat_count,
+            "max": s.lat_max_ns,
+        });
+        if let Some(h) = hist {
+            v["latency_ns"]["p50"] = json!(percentile(h, 0.5));
+            v["latency_ns"]["p99"] = json!(percentile(h, 0.99));
+            v["latency_ns"]["log2_hist"] = json!(h.to_vec());
+        }
+    }
+    v
+}
+
+/// `{"type":"interval", ...}`: one per interval with `--json`.
+pub fn interval_json(elapsed_s: f64, secs: f64, rows: &[Row]) -> Value {
+    json!({
+        "type": "interval",
+        "elapsed_s": elapsed_s,
+        "interval_s": secs,
+        "functions": rows.iter().map(|r| row_json(r, None, false)).collect::<Vec<_>>(),
+    })
+}
+
+/// Functions' totals for the final summary (histograms when measured).
+pub fn totals_json(rows: &[Row], hist: Option<&[Hist]>) -> Value {
+    Value::Array(
+        rows.iter()
+            .map(|r| row_json(r, hist.map(|h| &h[r.index]), true))
+            .collect(),
+    )
+}
+
+/// bpftrace-style log2 histogram lines for one function.
+pub fn hist_lines(h: &Hist) -> Vec<String> {
+    let (Some(lo), Some(hi)) = (
+        h.iter().position(|&n| n > 0),
+        h.iter().rposition(|&n| n > 0),
+    ) else {
+        return Vec::new();
+    };
+    let max = h[lo..=hi].iter().copied().max().unwrap_or(1).max(1);
+    (lo..=hi)
+        .map(|b| {
+            let from = if b == 0 { 0 } else { 1u64 << b };
+            let to = 1u64 << (b + 1);
+            let bar = "@".repeat((h[b] * 40).div_ceil(max) as usize);
+            format!(
+                "  [{:>7}, {:>7}) {:>10} |{:<40}|",
+                fmt_ns(from),
+                fmt_ns(to),
+                h[b],
+                bar
+            )
+        })
+        .collect()
+}
+
+fn fmt_value(v: u64, kind: ValueKind) -> String {
+    match kind {
+        ValueKind::Signed(bits) => match bits {
+            8 => (v as i8).to_string(),
+            16 => (v as i16).to_string(),
+            32 => (v as i32).to_string(),
+            _ => (v as i64).to_string(),
+        },
+        ValueKind::Unsigned(bits) if bits < 64 => (v & ((1u64 << bits) - 1)).to_string(),
+        ValueKind::Unsigned(_) => v.to_string(),
+        ValueKind::Bool => (v & 1 != 0).to_string(),
+        ValueKind::Enum => (v as i64).to_string(),
+        ValueKind::Pointer | ValueKind::Aggregate | ValueKind::Void => format!("{v:#x}"),
+    }
+}
+
+/// `name=value` for the register arguments the prototype has.
+fn args_text(e: &Event, f: &Func) -> Vec<(String, String)> {
+    f.proto
+        .params
+        .iter()
+        .take(e.args.len())
+        .enumerate()
+        .map(|(i, p)| {
+            let name = if p.name.is_empty() {
+                format!("arg{i}")
+            } else {
+                p.name.clone()
+            };
+            (name, fmt_value(e.args[i], p.kind))
+        })
+        .collect()
+}
+
+/// `12:00:01.123456 cat[42/42] → vfs_read(file=0x..., count=4096)` or
+/// `... ← vfs_read = 4096 (3.2us)`.
+pub fn event_line(e: &Event, f: &Func) -> String {
+    let who = format!("{}[{}/{}]", e.comm, e.tgid, e.tid);
+    match e.kind {
+        EventKind::Entry => {
+            let args: Vec<String> = args_text(e, f)
+                .into_iter()
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect();
+            format!("{who} -> {}({})", f.display_name(), args.join(", "))
+        }
+        EventKind::Exit => {
+            let ret = if f.proto.ret == ValueKind::Void {
+                "void".to_string()
+            } else {
+                fmt_value(e.ret, f.proto.ret)
+            };
+            let d = if e.duration_ns > 0 {
+                format!(" ({})", fmt_ns(e.duration_ns))
+            } else {
+                String::new()
+            };
+            format!("{who} <- {} = {ret}{d}", f.display_name())
+        }
+    }
+}
+
+pub fn event_json(e: &Event, f: &Func) -> Value {
+    let mut v = json!({
+        "type": "event",
+        "kind": e.kind,
+        "ts_ns": e.ts_ns,
+        "function": f.display_name(),
+        "tgid": e.tgid,
+        "tid": e.tid,
+        "comm": e.comm,
+    });
+    match e.kind {
+        EventKind::Entry => {
+            let args: serde_json::Map<String, Value> = args_text(e, f)
+                .into_iter()
+                .map(|(n, s)| (n, Value::String(s)))
+                .collect();
+            v["args"] = Value::Object(args);
+        }
+        EventKind::Exit => {
+            v["ret"] = json!(fmt_value(e.ret, f.proto.ret));
+            v["duration_ns"] = json!(e.duration_ns);
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::btf::{Param, Proto};
+    use crate::trace::pattern::Scope;
+
+    #[test]
+    fn percentiles_from_log2_buckets() {
+        let mut h = [0u64; 32];
+        h[3] = 50; // [8, 16)
+        h[10] = 49; // [1024, 2048)
+        h[20] = 1;
+        assert_eq!(percentile(&h, 0.5), Some(15));
+        assert_eq!(percentile(&h, 0.99), Some(2047));
+        assert_eq!(percentile(&h, 1.0), Some((1 << 21) - 1));
+        assert_eq!(percentile(&[0; 32], 0.5), None);
+    }
+
+    #[test]
+    fn formats_durations_and_values() {
+        assert_eq!(fmt_ns(812), "812ns");
+        assert_eq!(fmt_ns(3_400), "3.4us");
+        assert_eq!(fmt_ns(12_000_000), "12.0ms");
+        assert_eq!(fmt_ns(1_200_000_000), "1.20s");
+        assert_eq!(fmt_value(-2i64 as u64, ValueKind::Signed(32)), "-2");
+        assert_eq!(fmt_value(0x1_0000_0005, ValueKind::Unsigned(32)), "5");
+        assert_eq!(
+            fmt_value(0xffff888000001000, ValueKind::Pointer),
+            "0xffff888000001000"
+        );
+    }
+
+    fn func() -> Func {
+        Func {
+            scope: Scope::Vmlinux,
+            name: "vfs_read".into(),
+            btf_id: 1,
+            proto: Proto {
+                params: vec![
+                    Param {
+                        name: "file".into(),
+                        kind: ValueKind::Pointer,
+                    },
+                    Param {
+                        name: "count".into(),
+                        kind: ValueKind::Unsigned(64),
+                    },
+                ],
+                ret: ValueKind::Signed(64),
+            },
+            exact: true,
+            addr: None,
+        }
+    }
+
+    #[test]
+    fn event_lines_name_arguments() {
+        let mut e = Event {
+            ts_ns: 1,
+            func: 0,
+            kind: EventKind::Entry,
+            args: [0x1000, 4096, 9, 9, 9, 9],
+            ret: 0,
+            duration_ns: 0,
+            tgid: 5,
+            tid: 6,
+            comm: "cat".into(),
+        };
+        assert_eq!(
+            event_line(&e, &func()),
+            "cat[5/6] -> vfs_read(file=0x1000, count=4096)"
+        );
+        e.kind = EventKind::Exit;
+        e.ret = -14i64 as u64;
+        e.duration_ns = 3_400;
+        assert_eq!(
+            event_line(&e, &func()),
+            "cat[5/6] <- vfs_read = -14 (3.4us)"
+        );
+        let j = event_json(&e, &func());
+        assert_eq!(j["ret"], "-14");
+    }
+
+    #[test]
+    fn rows_sort_by_interval_calls() {
+        let mut f2 = func();
+        f2.name = "vfs_write".into();
+        let funcs = vec![func(), f2];
+        let st = |c| FuncStats {
+            calls: c,
+            ..Default::default()
+        };
+        let prev = vec![st(10), st(0)];
+        let now = vec![st(12), st(5)];
+        let r = rows(&funcs, &[true, true], &prev, &now, false);
+        assert_eq!(
+            r.iter()
+                .map(|r| (r.name.as_str(), r.interval.calls))
+                .collect::<Vec<_>>(),
+            [("vfs_write", 5), ("vfs_read", 2)]
+        );
+        // Refused functions never show.
+        let r = rows(&funcs, &[true, false], &prev, &now, true);
+        assert_eq!(r.len(), 1);
+        let lines = hist_lines(&{
+            let mut h = [0u64; 32];
+            h[4] = 2;
+            h[6] = 1;
+            h
+        });
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].contains("[   16ns,    32ns)"), "{}", lines[0]);
+    }
+}

@@ -1,0 +1,253 @@
+//! Function patterns as the user writes them: `vfs_read` (exact),
+//! `vfs_*` / `tcp_?e*` / `ext4_[rw]*` (glob), `nf_conntrack:nf_ct_*`
+//! (module-qualified; the module `vmlinux` means the kernel image).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Where a function lives: the kernel image or one module.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    Vmlinux,
+    Module(String),
+}
+
+impl Scope {
+    pub fn module(&self) -> Option<&str> {
+        match self {
+            Scope::Vmlinux => None,
+            Scope::Module(m) => Some(m),
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scope::Vmlinux => f.write_str("vmlinux"),
+            Scope::Module(m) => f.write_str(m),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pattern {
+    /// `None`: any scope (kernel image first, then modules).
+    pub scope: Option<Scope>,
+    pub name: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PatternError {
+    #[error("empty function pattern")]
+    Empty,
+    #[error("pattern {0:?}: empty module name before ':'")]
+    EmptyModule(String),
+    #[error("pattern {0:?}: empty function name after ':'")]
+    EmptyName(String),
+    #[error("pattern {0:?}: only the function part may use wildcards")]
+    GlobModule(String),
+    #[error("pattern {0:?}: unterminated '[' class")]
+    OpenClass(String),
+}
+
+impl FromStr for Pattern {
+    type Err = PatternError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() {
+            return Err(PatternError::Empty);
+        }
+        let (scope, name) = match s.split_once(':') {
+            None => (None, s),
+            Some(("", _)) => return Err(PatternError::EmptyModule(s.into())),
+            Some((_, "")) => return Err(PatternError::EmptyName(s.into())),
+            Some((m, _)) if is_glob(m) => return Err(PatternError::GlobModule(s.into())),
+            Some(("vmlinux", n)) => (Some(Scope::Vmlinux), n),
+            Some((m, n)) => (Some(Scope::Module(m.into())), n),
+        };
+        if is_glob(name) && !class_closed(name) {
+            return Err(PatternError::OpenClass(s.into()));
+        }
+        Ok(Pattern {
+            scope,
+            name: name.into(),
+        })
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.scope {
+            Some(s) => write!(f, "{s}:{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+impl Pattern {
+    /// An exact name goes to the kernel as it is: no listing is read for it.
+    pub fn is_exact(&self) -> bool {
+        !is_glob(&self.name)
+    }
+
+    pub fn matches(&self, scope: &Scope, name: &str) -> bool {
+        if self.scope.as_ref().is_some_and(|s| s != scope) {
+            return false;
+        }
+        glob_match(self.name.as_bytes(), name.as_bytes())
+    }
+}
+
+fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+fn class_closed(s: &str) -> bool {
+    let mut open = false;
+    for c in s.chars() {
+        match c {
+            '[' if !open => open = true,
+            ']' if open => open = false,
+            _ => {}
+        }
+    }
+    !open
+}
+
+/// Shell-style match of the whole name: `*` any run, `?` one byte, `[abc]`,
+/// `[a-z]`, `[!x]` one byte of (not) the class. Iterative with one backtrack
+/// point, so a pattern costs O(len(pattern) * len(name)) at worst.
+pub fn glob_match(pat: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pat.len() {
+            match pat[p] {
+                b'*' => {
+                    star = Some((p, n));
+                    p += 1;
+                    continue;
+                }
+                b'?' => {
+                    p += 1;
+                    n += 1;
+                    continue;
+                }
+                b'[' => {
+                    if let Some((hit, len)) = class_match(&pat[p..], name[n]) {
+                        if hit {
+                            p += len;
+                            n += 1;
+                            continue;
+                        }
+                    }
+                }
+                c if c == name[n] => {
+                    p += 1;
+                    n += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match star {
+            Some((sp, sn)) => {
+                p = sp + 1;
+                n = sn + 1;
+                star = Some((sp, sn + 1));
+            }
+            None => return false,
+        }
+    }
+    pat[p..].iter().all(|&c| c == b'*')
+}
+
+/// `[...]` at the start of `pat`: (does `c` match, length of the class).
+fn class_match(pat: &[u8], c: u8) -> Option<(bool, usize)> {
+    let mut i = 1;
+    let negate = matches!(pat.get(i), Some(b'!') | Some(b'^'));
+    if negate {
+        i += 1;
+    }
+    let mut hit = false;
+    let mut first = true;
+    while i < pat.len() && (pat[i] != b']' || first) {
+        first = false;
+        if i + 2 < pat.len() && pat[i + 1] == b'-' && pat[i + 2] != b']' {
+            hit |= (pat[i]..=pat[i + 2]).contains(&c);
+            i += 3;
+        } else {
+            hit |= pat[i] == c;
+            i += 1;
+        }
+    }
+    (i < pat.len()).then_some((hit != negate, i + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(p: &str, n: &str) -> bool {
+        glob_match(p.as_bytes(), n.as_bytes())
+    }
+
+    #[test]
+    fn globs() {
+        assert!(m("vfs_*", "vfs_read"));
+        assert!(m("vfs_*", "vfs_"));
+        assert!(!m("vfs_*", "xvfs_read"));
+        assert!(m("*read*", "vfs_readv"));
+        assert!(m("*_read", "vfs_read"));
+        assert!(!m("*_read", "vfs_readv"));
+        assert!(m("tcp_?endmsg", "tcp_sendmsg"));
+        assert!(!m("tcp_?endmsg", "tcp_endmsg"));
+        assert!(m("ext4_[rw]*", "ext4_write_begin"));
+        assert!(!m("ext4_[rw]*", "ext4_map_blocks"));
+        assert!(m("a[a-c]z", "abz"));
+        assert!(!m("a[!a-c]z", "abz"));
+        assert!(m("a[!a-c]z", "adz"));
+        assert!(m("*a*b*c", "xxaxxbxxc"));
+        assert!(!m("*a*b*c", "xxaxxbxxcd"));
+        assert!(m("exact", "exact"));
+        assert!(!m("exact", "exactly"));
+        assert!(m("**", ""));
+    }
+
+    #[test]
+    fn parses_scopes() {
+        let p: Pattern = "vfs_read".parse().unwrap();
+        assert_eq!((p.scope.clone(), p.is_exact()), (None, true));
+        let p: Pattern = "kvm:kvm_*".parse().unwrap();
+        assert_eq!(p.scope, Some(Scope::Module("kvm".into())));
+        assert!(!p.is_exact());
+        assert!(p.matches(&Scope::Module("kvm".into()), "kvm_set_msr"));
+        assert!(!p.matches(&Scope::Vmlinux, "kvm_set_msr"));
+        let p: Pattern = "vmlinux:vfs_*".parse().unwrap();
+        assert!(p.matches(&Scope::Vmlinux, "vfs_open"));
+        let any: Pattern = "vfs_*".parse().unwrap();
+        assert!(any.matches(&Scope::Module("x".into()), "vfs_open"));
+    }
+
+    #[test]
+    fn rejects_bad_patterns() {
+        assert_eq!("".parse::<Pattern>(), Err(PatternError::Empty));
+        assert!(matches!(
+            ":x".parse::<Pattern>(),
+            Err(PatternError::EmptyModule(_))
+        ));
+        assert!(matches!(
+            "m:".parse::<Pattern>(),
+            Err(PatternError::EmptyName(_))
+        ));
+        assert!(matches!(
+            "k*:x".parse::<Pattern>(),
+            Err(PatternError::GlobModule(_))
+        ));
+        assert!(matches!(
+            "a[bc".parse::<Pattern>(),
+            Err(PatternError::OpenClass(_))
+        ));
+    }
+}

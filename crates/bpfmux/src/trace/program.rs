@@ -1,0 +1,349 @@
+//! The trace BPF object (src/bpf/trace.bpf.c): maps sized for the function
+//! set, load-time filters, and the relocated instructions of each entry
+//! point, from which engines load as many program copies as they need.
+//!
+//! libbpf *prepares* the object (creates maps, applies CO-RE and map-fd
+//! relocations) but loads no program itself. Engines then load copies with
+//! the attach type and target they need: one per function for fentry-each,
+//! one per BTF object (vmlinux, each module) for the multi-links. That is how
+//! one program body reaches thousands of fentry targets without reopening
+//! the ELF per function, and how the .multi attach types work although the
+//! vendored libbpf predates them.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use anyhow::{anyhow, bail, Context as _};
+use libbpf_rs::libbpf_sys;
+use libbpf_rs::{AsRawLibbpf, MapCore, Object, ObjectBuilder};
+
+use crate::bpf::trace as skel;
+
+/// Entry points of trace.bpf.c.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Entry {
+    MultiEntry,
+    MultiSession,
+    KprobeEntry,
+    KprobeSession,
+    Fentry,
+    Fexit,
+}
+
+impl Entry {
+    const ALL: [Entry; 6] = [
+        Entry::MultiEntry,
+        Entry::MultiSession,
+        Entry::KprobeEntry,
+        Entry::KprobeSession,
+        Entry::Fentry,
+        Entry::Fexit,
+    ];
+
+    fn prog_name(self) -> &'static str {
+        match self {
+            Entry::MultiEntry => "trace_multi_entry",
+            Entry::MultiSession => "trace_multi_session",
+            Entry::KprobeEntry => "trace_kprobe_entry",
+            Entry::KprobeSession => "trace_kprobe_session",
+            Entry::Fentry => "trace_fentry",
+            Entry::Fexit => "trace_fexit",
+        }
+    }
+
+    pub fn prog_type(self) -> u32 {
+        match self {
+            Entry::KprobeEntry | Entry::KprobeSession => libbpf_sys::BPF_PROG_TYPE_KPROBE,
+            _ => libbpf_sys::BPF_PROG_TYPE_TRACING,
+        }
+    }
+}
+
+/// Which calls count: all three filters must pass.
+#[derive(Clone, Debug, Default)]
+pub struct Filters {
+    pub tgid: Option<u32>,
+    /// cgroup v2 id (the inode number of the cgroup directory).
+    pub cgroup_id: Option<u64>,
+    /// Task comm, at most 15 bytes.
+    pub comm: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ObjectConfig {
+    pub nr_funcs: usize,
+    pub latency: bool,
+    /// Any function captures per-call events.
+    pub capture: bool,
+    pub kstack: bool,
+    pub ustack: bool,
+    /// Entry and exit are separate programs (per-thread call stacks needed).
+    pub pair_entry_exit: bool,
+    pub filters: Filters,
+}
+
+pub const HIST_BUCKETS: usize = 32;
+const EVENTS_BYTES: u32 = 8 << 20;
+const STACKS: u32 = 16 << 10;
+const STACK_COUNTS: u32 = 64 << 10;
+const CALL_STACK_THREADS: u32 = 16 << 10;
+
+/// The loaded maps plus the instructions to load program copies from.
+pub struct TraceObject {
+    obj: Object,
+    insns: HashMap<Entry, Vec<libbpf_sys::bpf_insn>>,
+}
+
+// SAFETY: after load the object is only used to look up maps (syscalls on
+// their fds); instruction copies are plain data.
+unsafe impl Send for TraceObject {}
+unsafe impl Sync for TraceObject {}
+
+fn object_bytes() -> &'static [u8] {
+    skel::object_bytes()
+}
+
+impl TraceObject {
+    pub fn load(cfg: &ObjectConfig, entries: &[Entry]) -> anyhow::Result<Self> {
+        let mut open = ObjectBuilder::default()
+            .open_memory(object_bytes())
+            .context("opening the trace BPF object")?;
+        let n = u32::try_from(cfg.nr_funcs.max(1)).context("too many functions")?;
+        for mut map in open.maps_mut() {
+            let name = map.name().to_string_lossy().into_owned();
+            let size = match name.as_str() {
+                "stats" => Some(n),
+                "hist" if cfg.latency => Some(
+                    n.checked_mul(HIST_BUCKETS as u32)
+                        .context("too many functions for latency histograms")?,
+                ),
+                "events" if cfg.capture => Some(EVENTS_BYTES),
+                "stacks" if cfg.kstack || cfg.ustack => Some(STACKS),
+                "stack_counts" if cfg.kstack || cfg.ustack => Some(STACK_COUNTS),
+                "call_stacks" if cfg.pair_entry_exit => Some(CALL_STACK_THREADS),
+                _ => None,
+            };
+            if let Some(size) = size {
+                map.set_max_entries(size)
+                    .with_context(|| format!("sizing map {name}"))?;
+            }
+            if name.ends_with(".rodata") {
+                write_rodata(&mut map, cfg)?;
+            }
+        }
+        for mut prog in open.progs_mut() {
+            let name = prog.name().to_string_lossy().into_owned();
+            let wanted = entries.iter().any(|e| e.prog_name() == name);
+            prog.set_autoload(wanted);
+            if let Some(e) = Entry::ALL.iter().find(|e| e.prog_name() == name) {
+                // The .multi sections are unknown to the vendored libbpf.
+                // SAFETY: valid program of an open (not loaded) object.
+                unsafe {
+                    let p = prog.as_libbpf_object().as_ptr();
+                    libbpf_sys::bpf_program__set_type(p, e.prog_type());
+                }
+            }
+        }
+        // SAFETY: valid open object; prepare creates maps and relocates.
+        let err = unsafe { libbpf_sys::bpf_object__prepare(open.as_libbpf_object().as_ptr()) };
+        if err != 0 {
+            bail!(
+                "preparing the trace BPF object (maps, relocations): {}",
+                io::Error::from_raw_os_error(-err)
+            );
+        }
+        let mut insns = HashMap::new();
+        for mut prog in open.progs_mut() {
+            let name = prog.name().to_string_lossy().into_owned();
+            if let Some(e) = entries.iter().find(|e| e.prog_name() == name) {
+                insns.insert(*e, prog.insns().to_vec());
+            }
+            // libbpf loads nothing: every program is ours to load.
+            prog.set_autoload(false);
+        }
+        let obj = open.load().context("loading the trace BPF object's maps")?;
+        Ok(Self { obj, insns })
+    }
+
+    pub fn map(&self, name: &str) -> anyhow::Result<libbpf_rs::Map<'_>> {
+        self.obj
+            .maps()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| anyhow!("trace BPF object has no map {name}"))
+    }
+
+    /// Loads one copy of `entry`. `btf_obj` is the module BTF for module
+    /// targets; `attach_btf_id` is 0 for the multi attach types.
+    pub fn load_prog(
+        &self,
+        entry: Entry,
+        expected_attach_type: u32,
+        btf_obj: Option<BorrowedFd<'_>>,
+        attach_btf_id: u32,
+    ) -> Result<OwnedFd, LoadError> {
+        let insns = self
+            .insns
+            .get(&entry)
+            .ok_or(LoadError::NotPrepared(entry))?;
+        let load = |log: Option<&mut [u8]>| {
+            let (log_buf, log_size, log_level) = match log {
+                Some(b) => (b.as_mut_ptr() as *mut libc::c_char, b.len() as u32, 1),
+                None => (std::ptr::null_mut(), 0, 0),
+            };
+            let mut opts = libbpf_sys::bpf_prog_load_opts {
+                sz: std::mem::size_of::<libbpf_sys::bpf_prog_load_opts>() as _,
+                expected_attach_type,
+                attach_btf_id,
+                attach_btf_obj_fd: btf_obj.map_or(0, |f| f.as_raw_fd() as u32),
+                log_buf,
+                log_size,
+                log_level,
+                ..Default::default()
+            };
+            let name = CString::new(entry.prog_name()).unwrap_or_default();
+            // SAFETY: valid instruction array and strings; opts is sized.
+            let fd = unsafe {
+                libbpf_sys::bpf_prog_load(
+                    entry.prog_type(),
+                    name.as_ptr(),
+                    c"GPL".as_ptr(),
+                    insns.as_ptr(),
+                    insns.len() as _,
+                    &mut opts,
+                )
+            };
+            if fd < 0 {
+                Err(io::Error::from_raw_os_error(-fd))
+            } else {
+                // SAFETY: the kernel just returned this descriptor.
+                Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+            }
+        };
+        load(None).map_err(|e| {
+            // Load again with the verifier log to say why.
+            let mut buf = vec![0u8; 1 << 20];
+            let _ = load(Some(&mut buf));
+            let log =
+                String::from_utf8_lossy(&buf[..buf.iter().position(|&b| b == 0).unwrap_or(0)])
+                    .lines()
+                    .rev()
+                    .take(8)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            LoadError::Kernel { err: e, log }
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("entry point {0:?} was not prepared")]
+    NotPrepared(Entry),
+    #[error("{err}{}", if log.is_empty() { String::new() } else { format!("; verifier log tail:\n{log}") })]
+    Kernel { err: io::Error, log: String },
+}
+
+impl LoadError {
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            LoadError::Kernel { err, .. } => err.raw_os_error(),
+            LoadError::NotPrepared(_) => None,
+        }
+    }
+}
+
+fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> anyhow::Result<()> {
+    let buf = map
+        .initial_value_mut()
+        .context("trace BPF object: .rodata has no initial value")?;
+    let mut comm = [0i8; 16];
+    if let Some(c) = &cfg.filters.comm {
+        for (d, s) in comm.iter_mut().zip(c.bytes().take(15)) {
+            *d = s as i8;
+        }
+    }
+    let ro = skel::types::rodata {
+        want_latency: cfg.latency,
+        filter_tgid: cfg.filters.tgid.unwrap_or(0),
+        filter_cgroup: cfg.filters.cgroup_id.unwrap_or(0),
+        filter_comm_on: cfg.filters.comm.is_some(),
+        filter_comm: comm,
+        want_kstack: cfg.kstack,
+        want_ustack: cfg.ustack,
+    };
+    // The section may end before the struct's trailing padding: copy the
+    // bytes that exist (every field is inside the section).
+    let size = std::mem::size_of::<skel::types::rodata>();
+    // SAFETY: `ro` is a plain-old-data struct of `size` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(&ro as *const _ as *const u8, size) };
+    let n = buf.len().min(size);
+    if n + 8 < size {
+        bail!(
+            "trace BPF object: .rodata ({} bytes) smaller than its skeleton type",
+            buf.len()
+        );
+    }
+    buf[..n].copy_from_slice(&bytes[..n]);
+    Ok(())
+}
+
+/// Number of possible CPUs (per-CPU map values come in this many slots).
+pub fn possible_cpus() -> anyhow::Result<usize> {
+    // SAFETY: plain libbpf call.
+    let n = unsafe { libbpf_sys::libbpf_num_possible_cpus() };
+    usize::try_from(n).map_err(|_| anyhow!("counting possible CPUs: error {n}"))
+}
+
+/// Reads `n` entries of a per-CPU array map in batches: one buffer of
+/// `n * cpus * value_size` bytes (value_size already 8-aligned).
+pub fn read_percpu_array(map: &libbpf_rs::Map<'_>, n: usize, cpus: usize) -> io::Result<Vec<u8>> {
+    let vsize = map.value_size() as usize;
+    let mut out = vec![0u8; n * cpus * vsize];
+    let mut keys: Vec<u32> = vec![0; n];
+    let fd = map.as_fd().as_raw_fd();
+    let mut done = 0usize;
+    let mut in_batch: u32 = 0;
+    let mut out_batch: u32 = 0;
+    let mut first = true;
+    while done < n {
+        let mut count = (n - done) as u32;
+        let opts = libbpf_sys::bpf_map_batch_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+            ..Default::default()
+        };
+        // SAFETY: buffers are sized for `count` more entries from `done`.
+        let r = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                fd,
+                if first {
+                    std::ptr::null_mut()
+                } else {
+                    &mut in_batch as *mut u32 as *mut libc::c_void
+                },
+                &mut out_batch as *mut u32 as *mut libc::c_void,
+                keys[done..].as_mut_ptr() as *mut libc::c_void,
+                out[done * cpus * vsize..].as_mut_ptr() as *mut libc::c_void,
+                &mut count,
+                &opts,
+            )
+        };
+        let err = (r < 0).then(io::Error::last_os_error);
+        done += count as usize;
+        match err {
+            // ENOENT: no more entries after this batch.
+            Some(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
+            Some(e) => return Err(e),
+            None => {}
+        }
+        in_batch = out_batch;
+        first = false;
+    }
+    Ok(out)
+}
+
+use std::os::fd::AsFd as _;

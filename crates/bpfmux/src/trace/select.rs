@@ -1,0 +1,509 @@
+//! Patterns → the set of functions to attach to.
+//!
+//! Globs are matched against the FUNCs in kernel BTF (vmlinux, and loaded
+//! modules unless the pattern names one), then kept only if ftrace can
+//! attach them (listed once in available_filter_functions), the name is not
+//! shared by several text symbols (a name would attach to an arbitrary one),
+//! the prototype suits a trampoline, and the kernel does not refuse the
+//! function for tracing programs. Each drop keeps its reason for `-v`.
+//!
+//! Exact names skip the text listings altogether (no available_filter_functions,
+//! no kallsyms): only the BTF lookup runs, and the kernel itself says no at
+//! attach time if it cannot trace one. They are errors, not drops, when they
+//! fail: the user asked for them by name.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use super::btf::{BtfError, KernelBtfs, Proto};
+use super::listings::{self, Key, ListingError, Seen};
+use super::pattern::{Pattern, Scope};
+
+/// The verifier's `btf_id_deny`: never attachable by a tracing program.
+const DENIED: &[&str] = &[
+    "___migrate_enable",
+    "migrate_disable",
+    "migrate_enable",
+    "rcu_read_unlock_strict",
+    "preempt_count_add",
+    "preempt_count_sub",
+    "__rcu_read_lock",
+    "__rcu_read_unlock",
+];
+
+/// The verifier's `noreturn_deny`: no exit probe (fexit/fsession) on these.
+const NO_RETURN: &[&str] = &[
+    "__ia32_sys_exit",
+    "__ia32_sys_exit_group",
+    "__kunit_abort",
+    "kunit_try_catch_throw",
+    "__module_put_and_kthread_exit",
+    "__x64_sys_exit",
+    "__x64_sys_exit_group",
+    "do_exit",
+    "do_group_exit",
+    "kthread_complete_and_exit",
+    "make_task_dead",
+];
+
+/// A function to attach to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Func {
+    pub scope: Scope,
+    pub name: String,
+    /// FUNC id in the BTF of `scope`.
+    pub btf_id: u32,
+    pub proto: Proto,
+    /// Named exactly on the command line (arguments can be captured).
+    pub exact: bool,
+    /// Symbol address from kallsyms, checked against the ftrace call site
+    /// (glob matches only; exact names go to the kernel by name).
+    pub addr: Option<u64>,
+}
+
+impl Func {
+    /// `name` for vmlinux, `module:name` otherwise.
+    pub fn display_name(&self) -> String {
+        match &self.scope {
+            Scope::Vmlinux => self.name.clone(),
+            Scope::Module(m) => format!("{m}:{}", self.name),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DropReason {
+    /// Not in available_filter_functions: notrace, inlined everywhere, init.
+    NotInFtrace,
+    /// Several functions share the name (ftrace or kallsyms count).
+    Ambiguous(u32),
+    /// The prototype does not suit a trampoline.
+    NotTraceable(String),
+    /// On the verifier's deny list for tracing programs.
+    Denied,
+    /// Never returns, and an exit probe was asked for.
+    NoReturn,
+    /// The kernel refused it at attach time (found by bisection).
+    AttachRefused(String),
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DropReason::NotInFtrace => {
+                f.write_str("not in available_filter_functions (notrace, inlined or init code)")
+            }
+            DropReason::Ambiguous(n) => write!(f, "name shared by {n} kernel functions"),
+            DropReason::NotTraceable(why) => write!(f, "not traceable by a trampoline: {why}"),
+            DropReason::Denied => f.write_str("refused by the kernel for tracing programs"),
+            DropReason::NoReturn => f.write_str("never returns (no exit probe possible)"),
+            DropReason::AttachRefused(e) => write!(f, "refused at attach: {e}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    pub scope: Scope,
+    pub name: String,
+    pub reason: DropReason,
+}
+
+#[derive(Debug, Default)]
+pub struct Selection {
+    pub funcs: Vec<Func>,
+    pub dropped: Vec<Dropped>,
+    /// Whether the text listings were read (false: exact names only).
+    pub read_listings: bool,
+}
+
+impl Selection {
+    /// Drop counts by reason kind, for the `-v` summary.
+    pub fn drop_summary(&self) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for d in &self.dropped {
+            let key = match &d.reason {
+                DropReason::NotTraceable(_) => "not traceable by a trampoline".to_string(),
+                DropReason::AttachRefused(_) => "refused at attach".to_string(),
+                DropReason::Ambiguous(_) => "ambiguous name".to_string(),
+                r => r.to_string(),
+            };
+            *m.entry(key).or_default() += 1;
+        }
+        m
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    #[error("no patterns given")]
+    NoPatterns,
+    #[error(transparent)]
+    Btf(#[from] BtfError),
+    #[error(transparent)]
+    Listing(#[from] ListingError),
+    #[error("module {0:?} has no BTF in /sys/kernel/btf (not loaded?)")]
+    NoModule(String),
+    #[error("unknown function {0:?}: not in kernel BTF")]
+    Unknown(String),
+    #[error("cannot trace {name}: {reason}")]
+    Refused { name: String, reason: DropReason },
+    #[error("pattern {0:?} matches no kernel function")]
+    NoMatch(String),
+    #[error(
+        "no traceable function left after filtering ({dropped} matched, all dropped; -v says why)"
+    )]
+    AllDropped { dropped: usize },
+}
+
+/// What the engine will need: exit probes are refused on `__noreturn` functions.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SelectOptions {
+    pub needs_exit: bool,
+}
+
+pub fn select(
+    patterns: &[Pattern],
+    excludes: &[Pattern],
+    opts: SelectOptions,
+) -> Result<Selection, SelectError> {
+    if patterns.is_empty() {
+        return Err(SelectError::NoPatterns);
+    }
+    let mut btfs = KernelBtfs::load_vmlinux()?;
+    // Module BTF is loaded only where a pattern may reach into modules.
+    let modules = KernelBtfs::module_names();
+    for p in patterns {
+        match &p.scope {
+            Some(Scope::Module(m)) => {
+                if !modules.contains(m) {
+                    return Err(SelectError::NoModule(m.clone()));
+                }
+                btfs.load_module(m)?;
+            }
+            None if !p.is_exact() => {
+                for m in &modules {
+                    btfs.load_module(m)?;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    let excluded = |scope: &Scope, name: &str| excludes.iter().any(|x| x.matches(scope, name));
+    let mut exact: Vec<Func> = Vec::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for p in patterns.iter().filter(|p| p.is_exact()) {
+        let f = find_exact(&mut btfs, &modules, p)?;
+        if !excluded(&f.scope, &f.name) {
+            exact.push(f);
+        }
+    }
+    let globs: Vec<&Pattern> = patterns.iter().filter(|p| !p.is_exact()).collect();
+    let mut glob_hits = vec![0usize; globs.len()];
+    for obj in btfs.objects() {
+        obj.for_each_func(|id, name| {
+            let mut hit = false;
+            for (i, g) in globs.iter().enumerate() {
+                if g.matches(&obj.scope, name) {
+                    glob_hits[i] += 1;
+                    hit = true;
+                }
+            }
+            if hit && !excluded(&obj.scope, name) {
+                candidates.push(Candidate {
+                    scope: obj.scope.clone(),
+                    name: name.to_string(),
+                    btf_id: id,
+                    proto: Err(String::new()), // filled below
+                });
+            }
+        });
+        for c in candidates.iter_mut().filter(|c| c.scope == obj.scope) {
+            if let Some(f) = obj.func(c.btf_id) {
+                c.proto = f.proto;
+            }
+        }
+    }
+    if let Some(i) = glob_hits.iter().position(|&n| n == 0) {
+        return Err(SelectError::NoMatch(globs[i].to_string()));
+    }
+
+    let mut sel = Selection::default();
+    if !candidates.is_empty() {
+        let keys: HashMap<Key, usize> = candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ((c.scope.clone(), c.name.clone()), i))
+            .collect();
+        let seen = listings::read(&keys)?;
+        sel.read_listings = true;
+        let (kept, dropped) = classify(candidates, &seen, opts);
+        sel.funcs = kept;
+        sel.dropped = dropped;
+    }
+    merge_exact(&mut sel.funcs, exact);
+    if sel.funcs.is_empty() {
+        return Err(SelectError::AllDropped {
+            dropped: sel.dropped.len(),
+        });
+    }
+    Ok(sel)
+}
+
+/// A glob hit before the listings are consulted.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub scope: Scope,
+    pub name: String,
+    pub btf_id: u32,
+    pub proto: Result<Proto, String>,
+}
+
+fn find_exact(btfs: &mut KernelBtfs, modules: &[String], p: &Pattern) -> Result<Func, SelectError> {
+    let scopes: Vec<Scope> = match &p.scope {
+        Some(s) => vec![s.clone()],
+        None => std::iter::once(Scope::Vmlinux)
+            .chain(modules.iter().map(|m| Scope::Module(m.clone())))
+            .collect(),
+    };
+    for scope in scopes {
+        if let Scope::Module(m) = &scope {
+            btfs.load_module(m)?;
+        }
+        let Some(obj) = btfs.get(&scope) else {
+            continue;
+        };
+        let Some(f) = obj.find_func(&p.name).and_then(|id| obj.func(id)) else {
+            continue;
+        };
+        let name = p.to_string();
+        let proto = f.proto.map_err(|why| SelectError::Refused {
+            name: name.clone(),
+            reason: DropReason::NotTraceable(why),
+        })?;
+        if DENIED.contains(&f.name.as_str()) {
+            return Err(SelectError::Refused {
+                name,
+                reason: DropReason::Denied,
+            });
+        }
+        return Ok(Func {
+            scope,
+            name: f.name,
+            btf_id: f.id,
+            proto,
+            exact: true,
+            addr: None,
+        });
+    }
+    Err(SelectError::Unknown(p.to_string()))
+}
+
+/// Keeps what ftrace can attach unambiguously and a trampoline can take.
+pub fn classify(
+    candidates: Vec<Candidate>,
+    seen: &HashMap<Key, Seen>,
+    opts: SelectOptions,
+) -> (Vec<Func>, Vec<Dropped>) {
+    let mut kept = Vec::new();
+    let mut dropped = Vec::new();
+    for c in candidates {
+        let s = seen
+            .get(&(c.scope.clone(), c.name.clone()))
+            .copied()
+            .unwrap_or_default();
+        let reason = if s.ftrace == 0 {
+            Some(DropReason::NotInFtrace)
+        } else if s.ftrace > 1 || s.kallsyms > 1 {
+            Some(DropReason::Ambiguous(s.ftrace.max(s.kallsyms)))
+        } else if let Err(why) = &c.proto {
+            Some(DropReason::NotTraceable(why.clone()))
+        } else if DENIED.contains(&c.name.as_str()) {
+            Some(DropReason::Denied)
+        } else if opts.needs_exit && NO_RETURN.contains(&c.name.as_str()) {
+            Some(DropReason::NoReturn)
+        } else {
+            None
+        };
+        match (reason, c.proto) {
+            (None, Ok(proto)) => kept.push(Func {
+                scope: c.scope,
+                name: c.name,
+                btf_id: c.btf_id,
+                proto,
+                exact: false,
+                addr: s.symbol_addr(),
+            }),
+            (reason, proto) => dropped.push(Dropped {
+                scope: c.scope,
+                name: c.name,
+                reason: reason
+                    .unwrap_or_else(|| DropReason::NotTraceable(proto.err().unwrap_or_default())),
+            }),
+        }
+    }
+    (kept, dropped)
+}
+
+/// Exact names join the glob set (marked exact); the result is sorted by
+/// (scope, name) and has no duplicates.
+pub fn merge_exact(funcs: &mut Vec<Func>, exact: Vec<Func>) {
+    for e in exact {
+        match funcs
+            .iter_mut()
+            .find(|f| f.scope == e.scope && f.name == e.name)
+        {
+            Some(f) => f.exact = true,
+            None => funcs.push(e),
+        }
+    }
+    funcs.sort_by(|a, b| (&a.scope, &a.name).cmp(&(&b.scope, &b.name)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::btf::{Param, ValueKind};
+
+    fn proto(n: usize) -> Proto {
+        Proto {
+            params: (0..n)
+                .map(|i| Param {
+                    name: format!("a{i}"),
+                    kind: ValueKind::Unsigned(64),
+                })
+                .collect(),
+            ret: ValueKind::Signed(32),
+        }
+    }
+
+    fn cand(name: &str, p: Result<Proto, String>) -> Candidate {
+        Candidate {
+            scope: Scope::Vmlinux,
+            name: name.into(),
+            btf_id: name.len() as u32,
+            proto: p,
+        }
+    }
+
+    fn seen(entries: &[(&str, u32, u32)]) -> HashMap<Key, Seen> {
+        entries
+            .iter()
+            .map(|&(n, ftrace, kallsyms)| {
+                (
+                    (Scope::Vmlinux, n.to_string()),
+                    Seen {
+                        ftrace,
+                        ftrace_addr: Some(0x1004),
+                        kallsyms,
+                        ksym_addr: Some(0x1000),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn drops_with_reasons() {
+        let c = vec![
+            cand("ok", Ok(proto(2))),
+            cand("notrace", Ok(proto(1))),
+            cand("dup_ftrace", Ok(proto(1))),
+            cand("dup_ksym", Ok(proto(1))),
+            cand("varargs", Err("variadic".into())),
+            cand("migrate_disable", Ok(proto(0))),
+            cand("do_exit", Ok(proto(1))),
+        ];
+        let s = seen(&[
+            ("ok", 1, 1),
+            ("dup_ftrace", 2, 2),
+            ("dup_ksym", 1, 3),
+            ("varargs", 1, 1),
+            ("migrate_disable", 1, 1),
+            ("do_exit", 1, 1),
+        ]);
+        let (kept, dropped) = classify(c.clone(), &s, SelectOptions { needs_exit: false });
+        let names: Vec<_> = kept.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["ok", "do_exit"]);
+        assert_eq!(kept[0].addr, Some(0x1000));
+        let why: HashMap<_, _> = dropped
+            .iter()
+            .map(|d| (d.name.as_str(), d.reason.clone()))
+            .collect();
+        assert_eq!(why["notrace"], DropReason::NotInFtrace);
+        assert_eq!(why["dup_ftrace"], DropReason::Ambiguous(2));
+        assert_eq!(why["dup_ksym"], DropReason::Ambiguous(3));
+        assert_eq!(why["varargs"], DropReason::NotTraceable("variadic".into()));
+        assert_eq!(why["migrate_disable"], DropReason::Denied);
+
+        // An exit probe cannot go on a function that never returns.
+        let (kept, dropped) = classify(c, &s, SelectOptions { needs_exit: true });
+        assert_eq!(kept.len(), 1);
+        assert!(dropped
+            .iter()
+            .any(|d| d.name == "do_exit" && d.reason == DropReason::NoReturn));
+    }
+
+    #[test]
+    fn exact_names_merge_sorted_without_duplicates() {
+        let f = |scope: Scope, name: &str, exact| Func {
+            scope,
+            name: name.into(),
+            btf_id: 1,
+            proto: proto(1),
+            exact,
+            addr: None,
+        };
+        let mut funcs = vec![
+            f(Scope::Vmlinux, "vfs_write", false),
+            f(Scope::Vmlinux, "vfs_read", false),
+        ];
+        merge_exact(
+            &mut funcs,
+            vec![
+                f(Scope::Vmlinux, "vfs_read", true),
+                f(Scope::Module("m".into()), "a", true),
+                f(Scope::Vmlinux, "ksys_read", true),
+            ],
+        );
+        let got: Vec<_> = funcs.iter().map(|f| (f.display_name(), f.exact)).collect();
+        assert_eq!(
+            got,
+            [
+                ("ksys_read".to_string(), true),
+                ("vfs_read".to_string(), true),
+                ("vfs_write".to_string(), false),
+                ("m:a".to_string(), true),
+            ]
+        );
+    }
+
+    #[test]
+    fn drop_summary_groups_reasons() {
+        let sel = Selection {
+            funcs: vec![],
+            dropped: vec![
+                Dropped {
+                    scope: Scope::Vmlinux,
+                    name: "a".into(),
+                    reason: DropReason::Ambiguous(2),
+                },
+                Dropped {
+                    scope: Scope::Vmlinux,
+                    name: "b".into(),
+                    reason: DropReason::Ambiguous(3),
+                },
+                Dropped {
+                    scope: Scope::Vmlinux,
+                    name: "c".into(),
+                    reason: DropReason::NotInFtrace,
+                },
+            ],
+            read_listings: true,
+        };
+        let s = sel.drop_summary();
+        assert_eq!(s["ambiguous name"], 2);
+        assert_eq!(s.len(), 2);
+    }
+}
