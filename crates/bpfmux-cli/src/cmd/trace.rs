@@ -554,13 +554,7 @@ fn summarize(
         let mut out = std::io::stdout().lock();
         writeln!(out, "\n{} functions called, totals:", rows.len())?;
         let max = args.top.unwrap_or(usize::MAX);
-        for l in output::table(&rows, lo.elapsed.as_secs_f64(), args.latency, max)
-            .into_iter()
-            .map(|l| {
-                l.replace("CALLS/s", "  mean/s")
-                    .replace("    CALLS ", "          ")
-            })
-        {
+        for l in output::totals_table(&rows, lo.elapsed.as_secs_f64(), snap.hist.as_deref(), max) {
             writeln!(out, "{l}")?;
         }
         if let Some(h) = &snap.hist {
@@ -594,6 +588,8 @@ fn summarize(
 }
 
 const TOP_STACKS: usize = 10;
+/// Larger than any kernel function: the address is not in the symbol.
+const MAX_SYMBOL_OFFSET: u64 = 1 << 20;
 
 fn symbolize_stack(
     ksyms: Option<&KernelSymbolizer>,
@@ -603,6 +599,9 @@ fn symbolize_stack(
     user: &[u64],
 ) -> Vec<String> {
     let name = |r: &SymResult, addr: u64| match r {
+        // Past the end of any real function: JIT code (BPF programs and
+        // trampolines) has no kallsyms entry bpfmux reads.
+        SymResult::Symbol(s) if s.offset > MAX_SYMBOL_OFFSET => format!("{addr:#x} [bpf/jit?]"),
         SymResult::Symbol(s) => format!("{}+{:#x}", s.name, s.offset),
         _ => format!("{addr:#x}"),
     };

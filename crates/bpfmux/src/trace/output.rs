@@ -131,6 +131,58 @@ pub fn table(rows: &[Row], secs: f64, latency: bool, max_rows: usize) -> Vec<Str
     out
 }
 
+/// The final table: totals since attach, mean rate over `secs`; latency
+/// columns when histograms were measured (P99< is the log2 bucket's bound).
+pub fn totals_table(
+    rows: &[Row],
+    secs: f64,
+    hist: Option<&[Hist]>,
+    max_rows: usize,
+) -> Vec<String> {
+    let latency = hist.is_some();
+    let w = rows
+        .iter()
+        .take(max_rows)
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let mut head = format!("{:<w$} {:>12} {:>10}", "FUNCTION", "CALLS", "MEAN/s");
+    if latency {
+        head.push_str(&format!(" {:>9} {:>9} {:>9}", "AVG", "P99<", "MAX"));
+    }
+    let mut out = vec![head];
+    for r in rows.iter().take(max_rows) {
+        let mut line = format!(
+            "{:<w$} {:>12} {:>10.1}",
+            r.name,
+            r.total.calls,
+            r.total.calls as f64 / secs.max(1e-9)
+        );
+        if latency {
+            let a = avg(&r.total).map_or("-".into(), fmt_ns);
+            let m = (r.total.lat_count > 0).then(|| fmt_ns(r.total.lat_max_ns));
+            let p99 = hist
+                .and_then(|h| percentile(&h[r.index], 0.99))
+                .map_or("-".into(), fmt_ns);
+            line.push_str(&format!(
+                " {:>9} {:>9} {:>9}",
+                a,
+                p99,
+                m.unwrap_or_else(|| "-".into())
+            ));
+        }
+        out.push(line);
+    }
+    if rows.len() > max_rows {
+        out.push(format!(
+            "... {} more functions called",
+            rows.len() - max_rows
+        ));
+    }
+    out
+}
+
 /// Plain lines for a non-terminal: one per function called in the interval.
 pub fn text_lines(stamp: &str, rows: &[Row], latency: bool) -> Vec<String> {
     rows.iter()
@@ -418,5 +470,14 @@ mod tests {
         });
         assert_eq!(lines.len(), 3);
         assert!(lines[0].contains("[   16ns,    32ns)"), "{}", lines[0]);
+        let mut h = vec![[0u64; 32]; 2];
+        h[0][10] = 2;
+        let t = totals_table(&r, 2.0, Some(&h), 10);
+        assert!(t[0].contains("P99<"), "{}", t[0]);
+        assert!(
+            t[1].starts_with("vfs_read") && t[1].contains(" 12 "),
+            "{}",
+            t[1]
+        );
     }
 }
