@@ -9,7 +9,8 @@ help:
 	@echo "make kernel-export cache tree commits -> kernel/patches/"
 	@echo "make images        fetch the stock Debian 7.3.4 and 6.12 kernels for comparison"
 	@echo "make deps          install the Debian packages the build and the guest need"
-	@echo "make bench         every benchmark (see bench/)"
+	@echo "make bench         every benchmark -> bench/results/REPORT.md (see bench/README.md)"
+	@echo "make bench-quick   the same harness with short runs, into build/bench-quick/"
 
 deps:
 	scripts/install-deps
@@ -32,4 +33,11 @@ demo: kernel guest-programs
 test: kernel images
 	tests/run-all
 
-.PHONY: help deps kernel kernel-export images guest-programs demo test
+# QUICK=1: short samples, few functions (bench/run.sh --quick).
+bench: kernel images
+	bench/run.sh $(if $(QUICK),--quick)
+
+bench-quick:
+	$(MAKE) bench QUICK=1
+
+.PHONY: help deps kernel kernel-export images guest-programs demo test bench bench-quick

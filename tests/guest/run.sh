@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Host side of the guest tests: build the test programs, then boot each kernel and run
-# suite.sh in it. A guest that cannot start is a failure, never a skip.
+# Host side of the guest tests: build the test programs (and bench/, whose harness
+# suite.d/90-bench-quick.sh checks), then boot each kernel and run suite.sh in it.
+# A guest that cannot start is a failure, never a skip.
 # usage: tests/guest/run.sh [KERNEL...]   (default: ours stock-7.3 stock-6.12)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 [ $# -gt 0 ] || set -- ours stock-7.3 stock-6.12
 
-if ! make -s -C "$here" || ! (cd "$repo" && cargo build --quiet --bin bpfmux); then
+if ! make -s -C "$here" || ! make -s -C "$repo/bench" || ! (cd "$repo" && cargo build --quiet --bin bpfmux); then
 	echo "guest tests: building the test programs failed"
 	echo "guest: 0 passed, 1 failed"
 	exit 1

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "check.h"
 
 int check_failures;
@@ -26,4 +28,23 @@ double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void prog_dir(char *buf, size_t size, const char *argv0)
+{
+	char *slash;
+
+	snprintf(buf, size, "%s", argv0);
+	slash = strrchr(buf, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(buf, size, ".");
+}
+
+int close_synced(FILE *f)
+{
+	fflush(f);
+	fsync(fileno(f));
+	return fclose(f);
 }

@@ -172,6 +172,14 @@ static int traceable(const struct btf *btf, const struct btf_type *func, int max
 	return 1;
 }
 
+/*
+ * The verifier's btf_id_deny list (kernel/bpf/verifier.c): functions a trampoline itself
+ * calls, refused for every tracing attach, so a set that holds one is refused whole.
+ */
+static const char *const tracing_denied[] = {
+	"___migrate_enable", "migrate_disable", "migrate_enable", "rcu_read_unlock_strict",
+	"preempt_count_add", "preempt_count_sub", "__rcu_read_lock", "__rcu_read_unlock", NULL };
+
 static int matches(const char *name, const char *const *globs)
 {
 	for (; *globs; globs++)
@@ -231,7 +239,8 @@ int func_set_collect_args(struct func_set *set, const struct btf *btf, const cha
 				continue;
 			if (pass == 1 && set->cnt >= max)
 				break;
-			if (!traceable(btf, t, max_args) || names_count(&ftrace, name) != 1 ||
+			if (!traceable(btf, t, max_args) || listed(name, tracing_denied) ||
+			    names_count(&ftrace, name) != 1 ||
 			    names_count(&ksyms, name) != 1) {
 				if (required) {
 					fprintf(stderr, "%s is not a safe tracing target here\n", name);

@@ -17,7 +17,8 @@ struct func_set {
 /*
  * Fill @set with up to @max vmlinux functions that are safe targets for fentry and
  * tracing_multi: a FUNC in BTF with at most six scalar/pointer arguments and no
- * struct return, listed exactly once in available_filter_functions and once among
+ * struct return, not on the verifier's deny list, listed exactly once in
+ * available_filter_functions and once among
  * kallsyms text symbols, and whose name matches one of @globs (fnmatch, NULL-terminated).
  * Functions named in @must are always included (and must qualify).
  * Returns 0 or a negative errno, with a message on stderr.

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Every benchmark, one report: the trigger and attach benchmarks in one guest boot per
+# kernel, then the other benchmarks' own run scripts (bench/README.md has the contract),
+# then bench/report.py writes REPORT.md and the plots. `make bench` / `make bench-quick`.
+#
+# usage: bench/run.sh [--quick] [--kernels LIST] [--phases LIST] [--no-others] [--no-guests]
+#   --quick      short samples, few functions: checks the harness end to end in minutes;
+#                writes to build/bench-quick/ so the committed results stay as they are
+#   --kernels    which kernels to boot (default: ours stock-7.3 stock-6.12)
+#   --phases     guest phases (bench/guest.sh; default "main all allpf", quick: main)
+#   --no-others  only the trigger and attach benchmarks
+#   --no-guests  only the other benchmarks (and the report from what raw/ holds)
+# environment: BENCH_OUT (default bench/results, or build/bench-quick with --quick),
+#              BPFMUX_CACHE / BPFMUX_KERNEL_OUT as for vm/run
+# Exit status non-zero when any part failed; the report says which.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+quick= kernels="ours stock-7.3 stock-6.12" others=1 guests=1 phase_list=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=--quick ;;
+	--kernels) kernels=${2:?--kernels needs a list}; shift ;;
+	--phases) phase_list=${2:?--phases needs a list}; shift ;;
+	--no-others) others= ;;
+	--no-guests) guests= ;;
+	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "bench/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+if [ -n "$quick" ]; then
+	out=${BENCH_OUT:-$repo/build/bench-quick}
+	guest_timeout=900
+else
+	out=${BENCH_OUT:-$repo/bench/results}
+	guest_timeout=5400
+fi
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+raw=$out/raw
+cache=${BPFMUX_CACHE:-$HOME/.cache/bpfmux}
+kout=${BPFMUX_KERNEL_OUT:-$cache/build}
+failed=0
+
+say() { echo "bench: $*" >&2; }
+
+if ! make -s -C bench CACHE="$cache" KOUT="$kout"; then
+	say "building the benchmark programs failed"
+	exit 1
+fi
+
+# What the numbers ran on: commit, host; per kernel its image and config (report.py).
+mkdir -p "$raw"
+{
+	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "start: $(date +%s)"
+	echo "commit: $(git rev-parse HEAD)"
+	if git diff --quiet HEAD -- bench tests/guest/lib; then
+		echo "tree: clean (bench/, tests/guest/lib/)"
+	else
+		echo "tree: uncommitted changes in bench/ or tests/guest/lib/"
+	fi
+	echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+	echo "mode: ${quick:-full}"
+} >"$raw/meta.txt"
+kernel_facts() {
+	local k=$1 img d
+	echo "host load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	case $k in
+	ours)
+		img=$kout/arch/x86/boot/bzImage
+		echo "image: bzImage sha256 $(sha256sum "$img" | cut -c1-16), built $(date -u -r "$img" '+%Y-%m-%d %H:%M UTC')"
+		echo "tree: kernel tree HEAD when the benchmark ran (the image may be older): $(git -C "$cache/linux" log -1 --format='%h %s' 2>/dev/null || echo unknown), $(git -C "$cache/linux" rev-list --count base..HEAD 2>/dev/null || echo '?') commits on base"
+		echo "config: x86_64_defconfig + kvm_guest.config + kernel/config/$(ls kernel/config | tr '\n' ' ')(.config sha256 $(sha256sum "$kout/.config" 2>/dev/null | cut -c1-16))"
+		;;
+	stock-*)
+		d=$cache/images/$k
+		echo "image: Debian $(cat "$d/PACKAGES" 2>/dev/null || echo '?') ($(cat "$d/VERSION" 2>/dev/null || echo '?'))"
+		echo "config: Debian's"
+		;;
+	*) echo "image: $k" ;;
+	esac
+}
+
+# One boot per kernel and phase (bench/guest.sh): a phase that hangs or crashes the
+# guest costs only its own rows, which the report then names.
+# Time limits per phase (TCG on 2 shared cores): a phase over its limit is killed and
+# reported as such.
+declare -A limits=([main]=1800 [all]=1200 [allpf]=900)
+[ -n "$quick" ] && limits[main]=900
+if [ -z "$phase_list" ]; then
+	phase_list="main all allpf"
+	[ -n "$quick" ] && phase_list=main
+fi
+[ -n "$guests" ] || kernels=
+for k in $kernels; do
+	dir=$raw/$k
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	kernel_facts "$k" >"$dir/meta.txt"
+	for phase in $phase_list; do
+		limit=${limits[$phase]:?unknown phase $phase}
+		for attempt in 1 2; do
+			say "$k: phase $phase (attempt $attempt, at most $limit s)"
+			start=$(date +%s)
+			vm/run --kernel "$k" --timeout "$limit" -- \
+				"$repo/bench/guest.sh" "$dir" "$phase" $quick >"$dir/vm-$phase.log" 2>&1
+			rc=$?
+			echo "$rc $(($(date +%s) - start))" >"$dir/vm-$phase.rc"
+			# A splat while booting (before any benchmark started) is retried once;
+			# any failure after that is a result.
+			if [ "$rc" = 126 ] && ! grep -q '^== ' "$dir/vm-$phase.log" && [ $attempt = 1 ]; then
+				say "$k: the guest failed while booting (exit 126), retrying once"
+				cp "$dir/vm-$phase.log" "$dir/vm-$phase-boot-failure.log"
+				continue
+			fi
+			break
+		done
+		if [ "$rc" != 0 ]; then
+			say "$k: phase $phase: guest run exited $rc (log: $dir/vm-$phase.log)"
+			grep -v '^\[' "$dir/vm-$phase.log" | tail -n 15 >&2
+			failed=1
+		fi
+	done
+done
+
+# The other benchmarks, through their own run scripts (bench/README.md).
+if [ -n "$others" ]; then
+	for name in procmap xdp xdpchain batchsym; do
+		script=bench/$name/run.sh
+		log=$raw/$name.log
+		rm -f "$raw/$name.rc" "$log"
+		if [ ! -x "$script" ]; then
+			say "$name: $script is not there yet"
+			echo missing >"$raw/$name.rc"
+			continue
+		fi
+		say "$name: $script $quick"
+		start=$(date +%s)
+		BENCH_OUT=$out "$script" $quick >"$log" 2>&1
+		rc=$?
+		echo "$rc $(($(date +%s) - start))" >"$raw/$name.rc"
+		if [ "$rc" != 0 ]; then
+			say "$name: $script exited $rc (log: $log)"
+			tail -n 10 "$log" >&2
+			failed=1
+		fi
+	done
+fi
+
+if ! python3 bench/report.py "$out"; then
+	say "writing the report failed"
+	exit 1
+fi
+say "wrote $out/REPORT.md"
+exit $failed

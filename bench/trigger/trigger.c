@@ -1,0 +1,725 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Trigger benchmark (the bench_trigger method of the kernel selftests, our own code):
+ * a producer thread test-runs a raw_tp driver that calls the target kernel function
+ * 100 times per run; the program under test, attached to the target by one mechanism
+ * per row, bumps a per-CPU counter; the main thread samples the counter every
+ * --duration seconds, drops the warm-up samples and reports mean ± stddev in M calls/s.
+ *
+ * Rows the running kernel cannot do are reported "not available on this kernel" with
+ * the error of the attempt (load or attach), found by trying, never by version. Before
+ * timing, every row is checked to count exactly 100 calls per driver run.
+ *
+ * Rounds: each round measures every row once, rows in order; several rounds interleave
+ * the rows so a slow phase of the (emulated, shared) machine hits all rows alike.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "lib/check.h"
+#include "lib/funcs.h"
+
+#define BATCH 100		/* target calls per driver run, as in trigger.bpf.h */
+#define NR_SLOTS 64
+#define MAX_SAMPLES 256
+#define TARGET "bpf_modify_return_test_tp"
+/* The series' fmod_ret multi attach type (kernel/README.md), after 7.3's last (61). */
+#define ATTACH_FMODRET_MULTI 62
+#ifdef BPF_F_TRACING_MULTI_GLOBAL
+#define GLOBAL_FLAG BPF_F_TRACING_MULTI_GLOBAL
+#else
+#define GLOBAL_FLAG 0	/* libbpf without the series: the global rows say so */
+#endif
+
+enum how {
+	USER_COUNT, KERNEL_COUNT, SYSCALL_COUNT,	/* baselines, nothing attached */
+	ATTACH_AUTO,		/* bpf_program__attach(): fentry/fexit/fmod_ret/fsession/tp/raw_tp */
+	ATTACH_KPROBE, ATTACH_KRETPROBE,
+	ATTACH_KPROBE_MULTI, ATTACH_KRETPROBE_MULTI,
+	ATTACH_TRACING_MULTI,
+};
+
+enum backend { NONE, PER_FUNCTION, GLOBAL };
+
+struct row {
+	const char *name;	/* as in the seeds' tables */
+	enum how how;
+	const char *prog;	/* program in trigger.bpf.o / trigger_session.bpf.o */
+	int session;		/* program lives in trigger_session.bpf.o */
+	enum backend backend;
+	int all;		/* attached to every safe function, not just the target */
+	const char *single;	/* the single-attach row a multi row is compared with */
+	/* results */
+	int done, failed;
+	char status[256];	/* "" = measured */
+	double samples[MAX_SAMPLES];
+	int nsamples;
+	double attach_s;
+	size_t funcs;
+};
+
+static struct row rows[] = {
+	{ "usermode-count", USER_COUNT },
+	{ "kernel-count", KERNEL_COUNT, "kernel_count" },
+	{ "syscall-count", SYSCALL_COUNT },
+	{ "fentry", ATTACH_AUTO, "on_fentry" },
+	{ "fentry.multi", ATTACH_TRACING_MULTI, "on_fentry_multi", 0, PER_FUNCTION, 0, "fentry" },
+	{ "fentry.multi", ATTACH_TRACING_MULTI, "on_fentry_multi", 0, GLOBAL, 0, "fentry" },
+	{ "fentry.multi-all", ATTACH_TRACING_MULTI, "on_fentry_multi", 0, PER_FUNCTION, 1, "fentry" },
+	{ "fentry.multi-all", ATTACH_TRACING_MULTI, "on_fentry_multi", 0, GLOBAL, 1, "fentry" },
+	{ "fexit", ATTACH_AUTO, "on_fexit" },
+	{ "fexit.multi", ATTACH_TRACING_MULTI, "on_fexit_multi", 0, PER_FUNCTION, 0, "fexit" },
+	{ "fexit.multi", ATTACH_TRACING_MULTI, "on_fexit_multi", 0, GLOBAL, 0, "fexit" },
+	{ "fmodret", ATTACH_AUTO, "on_fmodret" },
+	{ "fmodret.multi", ATTACH_TRACING_MULTI, "on_fmodret_multi", 0, PER_FUNCTION, 0, "fmodret" },
+	{ "fmodret.multi", ATTACH_TRACING_MULTI, "on_fmodret_multi", 0, GLOBAL, 0, "fmodret" },
+	{ "fsession", ATTACH_AUTO, "on_fsession", 1 },
+	{ "fsession.multi", ATTACH_TRACING_MULTI, "on_fsession_multi", 1, PER_FUNCTION, 0, "fsession" },
+	{ "fsession.multi", ATTACH_TRACING_MULTI, "on_fsession_multi", 1, GLOBAL, 0, "fsession" },
+	{ "rawtp", ATTACH_AUTO, "on_rawtp" },
+	{ "tp", ATTACH_AUTO, "on_tp" },
+	{ "kprobe", ATTACH_KPROBE, "on_kprobe" },
+	{ "kprobe.multi", ATTACH_KPROBE_MULTI, "on_kprobe_multi", 0, NONE, 0, "kprobe" },
+	{ "kprobe.multi-all", ATTACH_KPROBE_MULTI, "on_kprobe_multi", 0, NONE, 1, "kprobe" },
+	{ "kretprobe", ATTACH_KRETPROBE, "on_kretprobe" },
+	{ "kretprobe.multi", ATTACH_KRETPROBE_MULTI, "on_kretprobe_multi", 0, NONE, 0, "kretprobe" },
+	{ "kretprobe.multi-all", ATTACH_KRETPROBE_MULTI, "on_kretprobe_multi", 0, NONE, 1,
+	  "kretprobe" },
+};
+#define NR_ROWS (sizeof(rows) / sizeof(rows[0]))
+
+static const char *backend_name[] = { "", "per-function", "global" };
+
+static struct {
+	double duration;
+	int samples, warmup, rounds, max_args;
+	const char *json;
+	char dir[4096];		/* where the .bpf.o files are */
+} opt = { 1.0, 3, 1, 3, 12 };
+
+static unsigned long target_addr;
+static __u32 target_id;
+static struct func_set all_set;	/* every safe function, for the -all rows */
+static int all_set_err = 1;	/* not collected yet */
+
+/* ---- the producer thread ---- */
+
+static atomic_int stop_producer;
+static atomic_ulong user_hits;	/* usermode-count and syscall-count count here */
+
+struct producer {
+	enum how how;
+	int driver_fd;
+	int cpu;
+	int err;
+};
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void *producer(void *arg)
+{
+	struct producer *p = arg;
+	LIBBPF_OPTS(bpf_test_run_opts, topts);
+
+	pin(p->cpu);
+	while (!atomic_load_explicit(&stop_producer, memory_order_relaxed)) {
+		switch (p->how) {
+		case USER_COUNT:
+			atomic_fetch_add_explicit(&user_hits, 1, memory_order_relaxed);
+			break;
+		case SYSCALL_COUNT:
+			syscall(SYS_getpgid, 0);
+			atomic_fetch_add_explicit(&user_hits, 1, memory_order_relaxed);
+			break;
+		default:
+			if (bpf_prog_test_run_opts(p->driver_fd, &topts)) {
+				p->err = errno;
+				return NULL;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* ---- one row ---- */
+
+struct loaded {
+	struct bpf_object *obj, *sobj;	/* trigger.bpf.o, trigger_session.bpf.o */
+	struct bpf_program *driver, *prog;
+	volatile __u64 *hits;		/* the row program's counters (mmap'ed .bss) */
+	struct bpf_link *link;
+};
+
+static volatile __u64 *bss_hits(struct bpf_object *obj)
+{
+	struct bpf_map *m;
+	size_t sz;
+
+	bpf_object__for_each_map(m, obj) {
+		const char *n = bpf_map__name(m);
+		size_t l = strlen(n);
+
+		if (l >= 4 && !strcmp(n + l - 4, ".bss"))
+			return bpf_map__initial_value(m, &sz);
+	}
+	return NULL;
+}
+
+static struct bpf_object *open_obj(const char *file, const char *const *enable)
+{
+	struct bpf_object *obj;
+	struct bpf_program *p;
+	struct bpf_map *rodata;
+	char path[4200];
+	__u64 *tip;
+	size_t sz;
+
+	snprintf(path, sizeof(path), "%s/%s", opt.dir, file);
+	obj = bpf_object__open_file(path, NULL);
+	if (!obj)
+		return NULL;
+	bpf_object__for_each_program(p, obj) {
+		int on = 0;
+
+		for (const char *const *e = enable; *e; e++)
+			on |= !strcmp(bpf_program__name(p), *e);
+		bpf_program__set_autoload(p, on);
+	}
+	rodata = bpf_object__find_map_by_name(obj, ".rodata");
+	tip = rodata ? bpf_map__initial_value(rodata, &sz) : NULL;
+	if (!tip || sz < sizeof(*tip)) {
+		bpf_object__close(obj);
+		errno = ENOENT;
+		return NULL;
+	}
+	*tip = target_addr;
+	return obj;
+}
+
+static __u64 sum_hits(volatile __u64 *hits)
+{
+	__u64 s = 0;
+
+	/* struct slot is 128 bytes: 16 u64 per slot */
+	for (int i = 0; i < NR_SLOTS; i++)
+		s += hits[i * 16];
+	return s;
+}
+
+static void unload(struct loaded *l)
+{
+	bpf_link__destroy(l->link);
+	bpf_object__close(l->sobj);
+	bpf_object__close(l->obj);
+	memset(l, 0, sizeof(*l));
+}
+
+static int need_all_set(struct row *r)
+{
+	static const char *const every[] = { "*", NULL };
+	static const char *const must[] = { TARGET, NULL };
+	struct btf *btf;
+
+	if (all_set_err <= 0)
+		return all_set_err;
+	btf = btf__load_vmlinux_btf();
+	if (!btf)
+		return all_set_err = -errno;
+	all_set_err = func_set_collect_args(&all_set, btf, every, must, (size_t)-1, opt.max_args);
+	btf__free(btf);
+	if (!all_set_err)
+		fprintf(stderr, "trigger: %zu safe traceable functions for the -all rows\n",
+			all_set.cnt);
+	(void)r;
+	return all_set_err;
+}
+
+/* Attach the row's program; on failure a "not available" reason in r->status. */
+static int attach_row(struct row *r, struct loaded *l)
+{
+	const __u32 *ids = &target_id;
+	const char *const *syms;
+	const char *target_sym = TARGET;
+	size_t cnt = 1;
+	double t0;
+
+	if (r->all) {
+		int err = need_all_set(r);
+
+		if (err) {
+			snprintf(r->status, sizeof(r->status),
+				 "error: collecting the traceable functions: %s", strerror(-err));
+			return -1;
+		}
+		ids = all_set.ids;
+		syms = (const char *const *)all_set.names;
+		cnt = all_set.cnt;
+	} else {
+		syms = &target_sym;
+	}
+	r->funcs = cnt;
+	t0 = now();
+	switch (r->how) {
+	case ATTACH_AUTO:
+		l->link = bpf_program__attach(l->prog);
+		break;
+	case ATTACH_KPROBE:
+	case ATTACH_KRETPROBE:
+		l->link = bpf_program__attach_kprobe(l->prog, r->how == ATTACH_KRETPROBE, TARGET);
+		break;
+	case ATTACH_KPROBE_MULTI:
+	case ATTACH_KRETPROBE_MULTI: {
+		LIBBPF_OPTS(bpf_kprobe_multi_opts, kopts, .syms = (const char **)syms, .cnt = cnt,
+			    .retprobe = r->how == ATTACH_KRETPROBE_MULTI);
+
+		l->link = bpf_program__attach_kprobe_multi_opts(l->prog, NULL, &kopts);
+		break;
+	}
+	case ATTACH_TRACING_MULTI: {
+		LIBBPF_OPTS(bpf_tracing_multi_opts, topts, .ids = ids, .cnt = cnt);
+
+		if (r->backend == GLOBAL) {
+			if (!GLOBAL_FLAG) {
+				snprintf(r->status, sizeof(r->status), "not available: built against a "
+					 "libbpf without BPF_F_TRACING_MULTI_GLOBAL");
+				return -1;
+			}
+#ifdef BPF_F_TRACING_MULTI_GLOBAL
+			topts.flags = GLOBAL_FLAG;
+#endif
+		}
+		l->link = bpf_program__attach_tracing_multi(l->prog, NULL, &topts);
+		break;
+	}
+	default:
+		return 0;
+	}
+	r->attach_s = now() - t0;
+	if (!l->link) {
+		snprintf(r->status, sizeof(r->status), "not available on this kernel (attach: %s)",
+			 strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int load_row(struct row *r, struct loaded *l)
+{
+	const char *main_progs[] = { "driver", NULL, NULL };
+	const char *sess_progs[] = { r->prog, NULL };
+	int err;
+
+	memset(l, 0, sizeof(*l));
+	if (r->how == USER_COUNT || r->how == SYSCALL_COUNT)
+		return 0;
+	if (r->how == KERNEL_COUNT)
+		main_progs[0] = r->prog;
+	else if (!r->session)
+		main_progs[1] = r->prog;
+	l->obj = open_obj("trigger.bpf.o", main_progs);
+	if (!l->obj) {
+		snprintf(r->status, sizeof(r->status), "error: open trigger.bpf.o: %s",
+			 strerror(errno));
+		return -1;
+	}
+	if (r->session) {
+		l->sobj = open_obj("trigger_session.bpf.o", sess_progs);
+		if (!l->sobj) {
+			snprintf(r->status, sizeof(r->status), "error: open trigger_session.bpf.o: %s",
+				 strerror(errno));
+			return -1;
+		}
+	}
+	l->driver = bpf_object__find_program_by_name(l->obj, main_progs[0]);
+	l->prog = r->how == KERNEL_COUNT ? NULL :
+		  bpf_object__find_program_by_name(r->session ? l->sobj : l->obj, r->prog);
+	if (r->how == ATTACH_AUTO && (!strcmp(r->name, "fentry") || !strcmp(r->name, "fexit") ||
+				      !strcmp(r->name, "fmodret") || !strcmp(r->name, "fsession")))
+		bpf_program__set_attach_target(l->prog, 0, TARGET);
+	if (!strcmp(r->name, "fmodret.multi"))
+		bpf_program__set_expected_attach_type(l->prog, ATTACH_FMODRET_MULTI);
+	err = bpf_object__load(l->obj);
+	if (err) {
+		snprintf(r->status, sizeof(r->status), "%s (load: %s)",
+			 r->session ? "error: the driver did not load" :
+				      "not available on this kernel", strerror(-err));
+		return -1;
+	}
+	if (l->sobj) {
+		err = bpf_object__load(l->sobj);
+		if (err) {
+			snprintf(r->status, sizeof(r->status),
+				 "not available on this kernel (load: %s)", strerror(-err));
+			return -1;
+		}
+	}
+	l->hits = bss_hits(r->session ? l->sobj : l->obj);
+	if (!l->hits) {
+		snprintf(r->status, sizeof(r->status), "error: no .bss counters");
+		return -1;
+	}
+	return attach_row(r, l);
+}
+
+/* Exactly BATCH counts per driver run, or the row measures something else. */
+static int verify_row(struct row *r, struct loaded *l)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, topts);
+	const int runs = 10;
+	__u64 before, got;
+
+	if (!l->driver)
+		return 0;
+	before = sum_hits(l->hits);
+	for (int i = 0; i < runs; i++) {
+		if (bpf_prog_test_run_opts(bpf_program__fd(l->driver), &topts)) {
+			snprintf(r->status, sizeof(r->status), "error: test run: %s",
+				 strerror(errno));
+			return -1;
+		}
+	}
+	got = sum_hits(l->hits) - before;
+	if (got != (__u64)runs * BATCH) {
+		snprintf(r->status, sizeof(r->status),
+			 "error: counted %llu of %d target calls before timing",
+			 (unsigned long long)got, runs * BATCH);
+		return -1;
+	}
+	return 0;
+}
+
+static __u64 read_count(struct row *r, struct loaded *l)
+{
+	if (r->how == USER_COUNT || r->how == SYSCALL_COUNT)
+		return atomic_load(&user_hits);
+	return sum_hits(l->hits);
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static int measure_row(struct row *r, struct loaded *l)
+{
+	struct producer p = { .how = r->how, .cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1 };
+	pthread_t th;
+	__u64 c0, c1;
+	double t0, t1;
+
+	p.driver_fd = l->driver ? bpf_program__fd(l->driver) : -1;
+	atomic_store(&stop_producer, 0);
+	if (pthread_create(&th, NULL, producer, &p)) {
+		snprintf(r->status, sizeof(r->status), "error: pthread_create");
+		return -1;
+	}
+	c0 = read_count(r, l);
+	t0 = now();
+	for (int i = 0; i < opt.warmup + opt.samples; i++) {
+		sleep_s(opt.duration);
+		c1 = read_count(r, l);
+		t1 = now();
+		if (i >= opt.warmup && r->nsamples < MAX_SAMPLES)
+			r->samples[r->nsamples++] = (c1 - c0) / (t1 - t0) / 1e6;
+		c0 = c1;
+		t0 = t1;
+	}
+	atomic_store(&stop_producer, 1);
+	pthread_join(th, NULL);
+	if (p.err) {
+		snprintf(r->status, sizeof(r->status), "error: test run: %s", strerror(p.err));
+		return -1;
+	}
+	return 0;
+}
+
+static void run_row(struct row *r)
+{
+	struct loaded l;
+
+	if (r->failed)
+		return;		/* not available, or broken: said once, not retried */
+	if (load_row(r, &l) || verify_row(r, &l) || measure_row(r, &l))
+		r->failed = 1;
+	unload(&l);
+	r->done = 1;
+}
+
+/* ---- results ---- */
+
+/* Newton's square root: keeps the program free of libm. */
+static double root(double x)
+{
+	double y = x > 1 ? x : 1;
+
+	if (x <= 0)
+		return 0;
+	for (int i = 0; i < 100; i++)
+		y = (y + x / y) / 2;
+	return y;
+}
+
+static void stats(const struct row *r, double *mean, double *sd)
+{
+	double s = 0, q = 0;
+
+	for (int i = 0; i < r->nsamples; i++)
+		s += r->samples[i];
+	*mean = r->nsamples ? s / r->nsamples : 0;
+	for (int i = 0; i < r->nsamples; i++)
+		q += (r->samples[i] - *mean) * (r->samples[i] - *mean);
+	*sd = r->nsamples > 1 ? root(q / (r->nsamples - 1)) : 0;
+}
+
+static const char *label(const struct row *r, char *buf, size_t n)
+{
+	if (r->backend)
+		snprintf(buf, n, "%s (%s)", r->name, backend_name[r->backend]);
+	else
+		snprintf(buf, n, "%s", r->name);
+	return buf;
+}
+
+static const struct row *find_single(const struct row *r)
+{
+	for (size_t i = 0; r->single && i < NR_ROWS; i++)
+		if (!strcmp(rows[i].name, r->single))
+			return &rows[i];
+	return NULL;
+}
+
+static void print_table(void)
+{
+	char name[96];
+
+	printf("%-34s %22s  %s\n", "row", "M/s (mean ± stddev)", "vs single");
+	for (size_t i = 0; i < NR_ROWS; i++) {
+		const struct row *r = &rows[i], *s = find_single(r);
+		double m, sd, sm, ssd;
+
+		label(r, name, sizeof(name));
+		if (!r->done)
+			continue;
+		if (r->failed) {
+			printf("%-34s %s\n", name, r->status);
+			continue;
+		}
+		stats(r, &m, &sd);
+		printf("%-34s %12.3f ± %7.3f", name, m, sd);
+		if (s && !s->failed && s->nsamples) {
+			stats(s, &sm, &ssd);
+			printf("  %.3f× %s", m / sm, s->name);
+		}
+		if (r->all)
+			printf("  (%zu functions, attach %.2f s)", r->funcs, r->attach_s);
+		putchar('\n');
+	}
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+/*
+ * Rewritten after every row (the row in progress, @running, marked) and synced: if the
+ * guest kernel hangs or crashes, what was measured survives and the report names the row.
+ */
+static int write_json(const char *path, const struct row *running)
+{
+	struct utsname u;
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		perror(path);
+		return -1;
+	}
+	uname(&u);
+	fprintf(f, "{\"kernel\": ");
+	json_str(f, u.release);
+	fprintf(f, ", \"target\": \"%s\", \"batch\": %d, \"duration_s\": %g, \"samples\": %d, "
+		"\"warmup\": %d, \"rounds\": %d, \"cpus\": %ld,\n \"rows\": [\n", TARGET, BATCH,
+		opt.duration, opt.samples, opt.warmup, opt.rounds, sysconf(_SC_NPROCESSORS_ONLN));
+	for (size_t i = 0, first = 1; i < NR_ROWS; i++) {
+		const struct row *r = &rows[i];
+		double m, sd;
+
+		if (r->done != 1 && r != running)
+			continue;
+		stats(r, &m, &sd);
+		fprintf(f, "%s  {\"name\": \"%s\", \"backend\": \"%s\", \"all\": %d, \"single\": ",
+			first ? "" : ",\n", r->name, backend_name[r->backend], r->all);
+		if (r->single)
+			json_str(f, r->single);
+		else
+			fputs("null", f);
+		fprintf(f, ", \"status\": ");
+		json_str(f, r == running ? "did not finish: the guest was killed (timeout) or crashed "
+			 "while measuring this row" : r->failed ? r->status : "ok");
+		fprintf(f, ", \"funcs\": %zu, \"attach_s\": %.6f, \"mean\": %.6f, \"stddev\": %.6f, "
+			"\"samples\": [", r->funcs, r->attach_s, m, sd);
+		for (int j = 0; j < r->nsamples; j++)
+			fprintf(f, "%s%.6f", j ? ", " : "", r->samples[j]);
+		fprintf(f, "]}");
+		first = 0;
+	}
+	fprintf(f, "\n ]}\n");
+	return close_synced(f);
+}
+
+static void usage(const char *argv0)
+{
+	fprintf(stderr,
+		"usage: %s [options] [ROW...]\n"
+		"Trigger benchmark: M target calls/s seen by a program attached with each mechanism.\n"
+		"ROW: a row name (fentry, fentry.multi, kprobe.multi-all, ...: every backend of it)\n"
+		"     or NAME/BACKEND (fentry.multi/global); default every row. --list names them.\n"
+		"  --duration S   seconds per sample (default 1.0)\n"
+		"  --samples N    samples per row and round after warm-up (default 3)\n"
+		"  --warmup N     samples dropped at the start of each measurement (default 1)\n"
+		"  --rounds N     measure every row N times, interleaved (default 3)\n"
+		"  --quick        --duration 0.2 --samples 2 --warmup 1 --rounds 1\n"
+		"  --max-args N   -all rows: functions with up to N arguments (default 12)\n"
+		"  --json FILE    also write the results as JSON\n"
+		"  --list         print the row names\n"
+		"examples:\n"
+		"  %s --quick fentry fentry.multi/global\n"
+		"  %s --json /tmp/trigger.json\n", argv0, argv0, argv0);
+}
+
+int main(int argc, char **argv)
+{
+	int selected = 0, bad = 0;
+	struct btf *btf;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--quick")) {
+			opt.duration = 0.2;
+			opt.samples = 2;
+			opt.warmup = 1;
+			opt.rounds = 1;
+		} else if (!strcmp(a, "--duration") && v) {
+			opt.duration = atof(v), i++;
+		} else if (!strcmp(a, "--samples") && v) {
+			opt.samples = atoi(v), i++;
+		} else if (!strcmp(a, "--warmup") && v) {
+			opt.warmup = atoi(v), i++;
+		} else if (!strcmp(a, "--rounds") && v) {
+			opt.rounds = atoi(v), i++;
+		} else if (!strcmp(a, "--max-args") && v) {
+			opt.max_args = atoi(v), i++;
+		} else if (!strcmp(a, "--json") && v) {
+			opt.json = v, i++;
+		} else if (!strcmp(a, "--list")) {
+			for (size_t j = 0; j < NR_ROWS; j++)
+				printf("%s%s%s\n", rows[j].name, rows[j].backend ? "/" : "",
+				       backend_name[rows[j].backend]);
+			return 0;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(argv[0]);
+			return 0;
+		} else if (a[0] == '-') {
+			usage(argv[0]);
+			return 2;
+		} else {
+			const char *slash = strchr(a, '/');
+			size_t len = slash ? (size_t)(slash - a) : strlen(a);
+			int hit = 0;
+
+			/* NAME: every backend of that row; NAME/BACKEND: just that one */
+			for (size_t j = 0; j < NR_ROWS; j++)
+				if (strlen(rows[j].name) == len && !strncmp(rows[j].name, a, len) &&
+				    (!slash || !strcmp(slash + 1, backend_name[rows[j].backend])))
+					rows[j].done = -1, hit = 1;	/* -1: selected */
+			if (!hit) {
+				fprintf(stderr, "trigger: unknown row '%s' (see --list)\n", a);
+				return 2;
+			}
+			selected = 1;
+		}
+	}
+	if (opt.duration <= 0 || opt.samples < 1 || opt.warmup < 0 || opt.rounds < 1 ||
+	    opt.samples * opt.rounds > MAX_SAMPLES) {
+		fprintf(stderr, "trigger: bad --duration/--samples/--warmup/--rounds\n");
+		return 2;
+	}
+	prog_dir(opt.dir, sizeof(opt.dir), argv[0]);
+	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
+	/* libbpf's own warnings would repeat what each row's status says */
+	libbpf_set_print(NULL);
+
+	target_addr = ksym_addr(TARGET);
+	btf = btf__load_vmlinux_btf();
+	if (!target_addr || !btf || btf__find_by_name_kind(btf, TARGET, BTF_KIND_FUNC) <= 0) {
+		fprintf(stderr, "trigger: %s is not in kallsyms and vmlinux BTF here\n", TARGET);
+		return 1;
+	}
+	target_id = btf__find_by_name_kind(btf, TARGET, BTF_KIND_FUNC);
+	btf__free(btf);
+	printf("trigger: target %s at %#lx, %d calls per driver run, %d round(s) of %d × %.2f s "
+	       "samples (+%d warm-up)\n", TARGET, target_addr, BATCH, opt.rounds, opt.samples,
+	       opt.duration, opt.warmup);
+	fflush(stdout);
+
+	for (size_t j = 0; j < NR_ROWS; j++)
+		rows[j].done = selected ? (rows[j].done == -1 ? 0 : -2) : 0;
+	for (int round = 0; round < opt.rounds; round++) {
+		for (size_t j = 0; j < NR_ROWS; j++) {
+			char name[96];
+
+			if (rows[j].done == -2)
+				continue;
+			fprintf(stderr, "trigger: round %d/%d: %s\n", round + 1, opt.rounds,
+				label(&rows[j], name, sizeof(name)));
+			if (opt.json)
+				write_json(opt.json, &rows[j]);
+			run_row(&rows[j]);
+			if (opt.json)
+				write_json(opt.json, NULL);
+		}
+	}
+	for (size_t j = 0; j < NR_ROWS; j++) {
+		if (rows[j].done == -2)
+			rows[j].done = 0;
+		if (rows[j].done && rows[j].failed && !strncmp(rows[j].status, "error", 5))
+			bad++;
+	}
+	print_table();
+	if (opt.json && write_json(opt.json, NULL))
+		return 1;
+	func_set_free(&all_set);
+	return bad ? 1 : 0;
+}
