@@ -2,7 +2,9 @@
 # Runs inside one guest boot (vm/run): one phase of the trigger and attach benchmarks on
 # the running kernel, results into OUTDIR as trigger-PHASE.json / attach-PHASE.json with
 # their logs. Phases are separate boots so a slow or crashing part costs only itself:
-#   main    trigger: every row but the -all ones; attach: 1, 1000, 10000 functions
+#   rates   trigger: every row but the -all ones, short samples in many rounds so rows
+#           measured next to each other can be compared round by round
+#   attach  attach: 1, 1000, 10000 functions per engine
 #   all     the -all rows of the global backend and kprobe.multi with their references;
 #           attach of all functions for global, kprobe.multi (and fentry: over its cap)
 #   allpf   the per-function tracing_multi backend on all functions (attach, then trigger)
@@ -16,7 +18,7 @@ bin=$here/../build/bench
 mkdir -p "$out"
 rc=0
 
-if [ "$phase" = main ]; then
+if [ "$phase" = rates ]; then
 	{
 		echo "uname: $(uname -r)"
 		echo "version: $(cat /proc/version)"
@@ -51,9 +53,17 @@ bench() {
 
 # shellcheck disable=SC2086 # $quick is empty or one flag
 case $phase in
-main)
+rates)
 	rows=$("$bin/trigger" --list | grep -v -- '-all')
-	bench trigger $quick $rows
+	if [ -n "$quick" ]; then
+		bench trigger --quick $rows
+	else
+		# The host is shared: a row's samples swing with its load, so many short rounds,
+		# each row next to the one it is compared with (report.py pairs them per round).
+		bench trigger --duration 0.5 --samples 1 --warmup 1 --rounds 12 $rows
+	fi
+	;;
+attach)
 	if [ -n "$quick" ]; then
 		bench attach --quick
 	else
@@ -61,13 +71,13 @@ main)
 	fi
 	;;
 all)
-	bench trigger $quick fentry.multi/global fentry.multi-all/global kprobe.multi \
+	bench trigger $quick --rounds 3 fentry.multi/global fentry.multi-all/global kprobe.multi \
 		kprobe.multi-all kretprobe.multi kretprobe.multi-all
 	bench attach $quick --counts 0 global kprobe.multi fentry
 	;;
 allpf)
 	bench attach $quick --counts 0 tracing_multi
-	bench trigger $quick fentry.multi/per-function fentry.multi-all/per-function
+	bench trigger $quick --rounds 3 fentry.multi/per-function fentry.multi-all/per-function
 	;;
 *)
 	echo "bench/guest.sh: unknown phase $phase"

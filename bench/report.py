@@ -134,14 +134,22 @@ def status_text(s):
     return s if s != "ok" else ""
 
 
-PHASES = ["main", "all", "allpf"]
+PHASES = ["rates", "attach", "all", "allpf"]
 
 
 def phase_of(k):
     """The bench/guest.sh phase that measures trigger row k."""
     if "-all" in k:
         return "allpf" if k.endswith("/per-function") else "all"
-    return "main"
+    return "rates"
+
+
+def quantile(v, q):
+    v = sorted(v)
+    x = (len(v) - 1) * q
+    lo = int(x)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (x - lo)
 
 
 class Run:
@@ -188,15 +196,27 @@ class Run:
         return self._rate(self.rows.get(k))
 
     def ratio(self, num, den):
-        """num/den from one phase (one boot) that measured both; the phase of num first."""
+        """num/den from one phase (one boot) that measured both, the phase of num first:
+        (median, 25th, 75th percentile, rounds) of the per-round ratios. Rows are measured
+        next to each other in every round, so a ratio within a round sees the same host
+        load on both sides; the median over rounds drops the rounds the host disturbed."""
         order = [phase_of(num)] + [p for p in PHASES if p != phase_of(num)]
         for ph in order:
             rows = self.phase_rows.get(ph, {})
-            a, b = self._rate(rows.get(num)), self._rate(rows.get(den))
-            if a and b and b[0] > 0:
-                # stddev of a quotient of independent means, first order
-                rel = ((a[1] / a[0]) ** 2 + (b[1] / b[0]) ** 2) ** 0.5 if a[0] > 0 else 0
-                return (a[0] / b[0], a[0] / b[0] * rel)
+            a, b = rows.get(num), rows.get(den)
+            if not (self._rate(a) and self._rate(b)):
+                continue
+            spr = max(int(self.trigger[ph].get("samples", 1)), 1)
+            n = min(len(a["samples"]), len(b["samples"])) // spr
+            per_round = []
+            for i in range(n):
+                x = sum(a["samples"][i * spr:(i + 1) * spr])
+                y = sum(b["samples"][i * spr:(i + 1) * spr])
+                if y > 0:
+                    per_round.append(x / y)
+            if per_round:
+                return (quantile(per_round, 0.5), quantile(per_round, 0.25),
+                        quantile(per_round, 0.75), len(per_round))
         return None
 
     def why_missing(self, k):
@@ -234,9 +254,10 @@ def trigger_section(runs, out, lines):
         "tracing row pays the same check); rawtp/tp count the `bpf_trigger_tp` tracepoint "
         "that the same function fires. Each row is checked to count exactly 100 calls per "
         "run before it is timed. Mean ± stddev over the samples of all rounds; `(0.97×)` is "
-        "the ratio to the row's single-attach counterpart in the same guest run.\n")
-    if ours and "main" in ours.trigger:
-        t = ours.trigger["main"]
+        "the median per-round ratio to the row's single-attach counterpart in the same guest "
+        "run (see the headline).\n")
+    if ours and "rates" in ours.trigger:
+        t = ours.trigger["rates"]
         lines.append(
             f"Settings: {t['rounds']} round(s) × {t['samples']} samples of {t['duration_s']} s "
             f"after {t['warmup']} warm-up sample(s), rows interleaved per round, "
@@ -281,11 +302,11 @@ def trigger_section(runs, out, lines):
     lines.append(
         "The -all rows run in their own guest boot (phase `all`, or `allpf` for the "
         "per-function backend) together with the rows they are compared with; their ratio "
-        "is taken within that boot. Other rows come from phase `main`.\n")
+        "is taken within that boot. Other rows come from phase `rates`.\n")
 
     # Plots: M/s per row (ours kernel), and multi/single ratios per kernel.
     if ours and ours.rows:
-        keys = list(ours.rows)
+        keys = [k for k in ours.rows if not k.endswith("-count")]
         svgplot.hbar_groups(
             "Trigger rates in one guest run (QEMU TCG, our kernel)", "M calls/s",
             [label(k) for k in keys],
@@ -297,14 +318,17 @@ def trigger_section(runs, out, lines):
     ratio_keys = [(n, d) for n, d in HEADLINE if n.split("/")[0].endswith(("multi", "multi-all"))
                   and any(runs[k].ratio(n, d) for k in present)]
     if ratio_keys:
+        def half_iqr(q):
+            return (q[2] - q[1]) / 2 if q else 0
+
         series = [(f"ours: {k} (guest)", [(runs[k].ratio(n, d) or (None,))[0]
                                           for n, d in ratio_keys],
-                   [(runs[k].ratio(n, d) or (0, 0))[1] for n, d in ratio_keys])
+                   [half_iqr(runs[k].ratio(n, d)) for n, d in ratio_keys])
                   for k in present]
         series.append(("theirs: seed 000 (bare metal)",
                        [seed_ratio(SEED_000, n, d) for n, d in ratio_keys], None))
         svgplot.hbar_groups(
-            "multi / single, same run (1.0 = as fast as the single attach)", "ratio",
+            "multi / single, same run: median per-round ratio, bar = half the IQR", "ratio",
             [f"{label(n)} / {label(d)}" for n, d in ratio_keys], series,
             os.path.join(out, "trigger-ratios.svg"), ref=1.0)
         lines.append("![multi/single ratios](trigger-ratios.svg)\n")
@@ -314,8 +338,13 @@ def headline_section(runs, lines):
     present = [k for k in KERNELS if k in runs]
     lines.append("## Headline: ratios measured in the same guest run\n")
     lines.append(
-        "Each ratio divides two rows measured in one boot of one kernel, rows interleaved, "
-        "so the emulation slows both alike. Theirs are the seeds' bare-metal figures.\n")
+        "Each ratio divides two rows measured in one boot of one kernel: every round measures "
+        "each row once, a row next to the one it is compared with, so both sides of a ratio "
+        "see the same host load; the cell is the median of the per-round ratios with the "
+        "25th–75th percentile in brackets. The host is shared (2 cores, other guests and "
+        "kernel builds running), so single samples swing several-fold and a wide bracket "
+        "means the ratio is not resolved. Theirs are the seeds' bare-metal figures "
+        "(ratios of their means).\n")
     lines.append("| ratio | theirs: seed 000 | theirs: seed 001 | "
                  + " | ".join(f"ours: {k}" for k in present) + " | target |")
     lines.append("|---|---:|---:|" + "---:|" * len(present) + "---|")
@@ -326,7 +355,7 @@ def headline_section(runs, lines):
             cells.append(f"{q:.3f}" if q else "")
         for k in present:
             q = runs[k].ratio(num, den)
-            cells.append(f"{q[0]:.3f} ± {q[1]:.3f}" if q else "n/a")
+            cells.append(f"{q[0]:.3f} [{q[1]:.2f}–{q[2]:.2f}], {q[3]} rounds" if q else "n/a")
         t = TARGETS.get((num, den), "")
         if t and "ours" in runs and runs["ours"].ratio(num, den):
             v = runs["ours"].ratio(num, den)[0]
@@ -349,8 +378,9 @@ def attach_section(runs, out, lines):
         "`kprobe.multi`, `fentry` = one program and one link per function (its program loads "
         "are timed separately as *load*). Kernel memory = change of Slab + VmallocUsed + Percpu "
         "in /proc/meminfo from before the load to after the attach; *avail* = drop of "
-        "MemAvailable (cross-check); *left* = what is still allocated 1 s after the detach "
-        "(deferred frees). Each engine is attached once on one function first so one-time "
+        "MemAvailable (cross-check); *left* = what is still allocated after the detach once "
+        "kernel memory stops shrinking (deferred frees; also waited for before each row, at "
+        "most ~15 s). Each engine is attached once on one function first so one-time "
         "setup is not billed to a row.\n")
     lines.append("Theirs (bare metal): the seed's global trampoline attached 50,000 functions in "
                  "0.328 s (seed 001); one fentry per function took ~60 s per 1000 functions "
@@ -430,7 +460,8 @@ def others_section(out, raw, meta, lines):
         if rc[0] == "missing":
             lines.append(f"Ours: not built yet (`bench/{name}/run.sh` does not exist).\n")
             continue
-        fresh = os.path.exists(md) and os.path.getmtime(md) >= start
+        began = float(rc[2]) if len(rc) > 2 else start
+        fresh = os.path.exists(md) and os.path.getmtime(md) >= began
         if rc[0] != "0":
             lines.append(f"Ours: `bench/{name}/run.sh` failed (exit {rc[0]}); its log is "
                          f"`raw/{name}.log`.")

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Every benchmark, one report: the trigger and attach benchmarks in one guest boot per
-# kernel, then the other benchmarks' own run scripts (bench/README.md has the contract),
+# Every benchmark, one report: the trigger and attach benchmarks in guest boots per
+# kernel, then the other benchmarks' own run scripts (contract: bench/README.md),
 # then bench/report.py writes REPORT.md and the plots. `make bench` / `make bench-quick`.
 #
 # usage: bench/run.sh [--quick] [--kernels LIST] [--phases LIST] [--no-others] [--no-guests]
 #   --quick      short samples, few functions: checks the harness end to end in minutes;
 #                writes to build/bench-quick/ so the committed results stay as they are
 #   --kernels    which kernels to boot (default: ours stock-7.3 stock-6.12)
-#   --phases     guest phases (bench/guest.sh; default "main all allpf", quick: main)
-#   --no-others  only the trigger and attach benchmarks
-#   --no-guests  only the other benchmarks (and the report from what raw/ holds)
-# environment: BENCH_OUT (default bench/results, or build/bench-quick with --quick),
-#              BPFMUX_CACHE / BPFMUX_KERNEL_OUT as for vm/run
+#   --phases     guest phases (bench/guest.sh; default "rates attach all allpf",
+#                quick: "rates attach")
+#   --no-others  skips the other bench/*/run.sh
+#   --no-guests  only the other benchmarks (and the report from raw/)
+# env: BENCH_OUT (default bench/results, build/bench-quick with --quick), BPFMUX_CACHE
 # Exit status non-zero when any part failed; the report says which.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -83,24 +83,23 @@ kernel_facts() {
 	esac
 }
 
-# One boot per kernel and phase (bench/guest.sh): a phase that hangs or crashes the
-# guest costs only its own rows, which the report then names.
-# Time limits per phase (TCG on 2 shared cores): a phase over its limit is killed and
-# reported as such.
-declare -A limits=([main]=1800 [all]=1200 [allpf]=900)
-[ -n "$quick" ] && limits[main]=900
+# One boot per kernel and phase (bench/guest.sh): a phase that hangs, crashes or hits
+# its time limit costs only its own rows, which the report then names.
+declare -A limits=([rates]=1500 [attach]=1800 [all]=1200 [allpf]=900)
+[ -n "$quick" ] && limits=([rates]=600 [attach]=600)
 if [ -z "$phase_list" ]; then
-	phase_list="main all allpf"
-	[ -n "$quick" ] && phase_list=main
+	phase_list="rates attach all allpf"
+	[ -n "$quick" ] && phase_list="rates attach"
 fi
 [ -n "$guests" ] || kernels=
 for k in $kernels; do
 	dir=$raw/$k
-	rm -rf "$dir"
 	mkdir -p "$dir"
 	kernel_facts "$k" >"$dir/meta.txt"
 	for phase in $phase_list; do
 		limit=${limits[$phase]:?unknown phase $phase}
+		# only this phase's files: other phases may come from another run
+		rm -f "$dir"/*-"$phase".* "$dir/vm-$phase"*
 		for attempt in 1 2; do
 			say "$k: phase $phase (attempt $attempt, at most $limit s)"
 			start=$(date +%s)
@@ -140,7 +139,7 @@ if [ -n "$others" ]; then
 		start=$(date +%s)
 		BENCH_OUT=$out "$script" $quick >"$log" 2>&1
 		rc=$?
-		echo "$rc $(($(date +%s) - start))" >"$raw/$name.rc"
+		echo "$rc $(($(date +%s) - start)) $start" >"$raw/$name.rc"
 		if [ "$rc" != 0 ]; then
 			say "$name: $script exited $rc (log: $log)"
 			tail -n 10 "$log" >&2

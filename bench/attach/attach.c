@@ -15,7 +15,7 @@
  *
  * Memory: the change of Slab + VmallocUsed + Percpu in /proc/meminfo from before the
  * programs are loaded to after the attach, with MemAvailable's drop as a cross-check;
- * "left" is what is still allocated a moment after the detach.
+ * "left" is what is still allocated once memory stops shrinking after the detach.
  *
  * The functions are the safe traceable ones (tests/guest/lib/funcs.c), in BTF order;
  * N = 1, 1000, 10000 and all of them. An engine the kernel does not have reports
@@ -102,10 +102,21 @@ static long kmem(struct mem m)
 	return m.slab + m.vmalloc + m.percpu;
 }
 
-/* Let deferred frees (RCU, workqueues) run before reading memory. */
+/*
+ * Let deferred frees (RCU, workqueues, trampolines of an earlier row) finish before memory
+ * is read: wait until kernel memory stops shrinking (at most ~15 s).
+ */
 static void settle(void)
 {
-	usleep(opt.quick ? 200000 : 1000000);
+	long prev = kmem(read_mem()), cur;
+
+	for (int i = 0; i < (opt.quick ? 2 : 30); i++) {
+		usleep(500000);
+		cur = kmem(read_mem());
+		if (prev - cur < 64)	/* kB: nothing left to free */
+			break;
+		prev = cur;
+	}
 }
 
 /* ---- multi engines: one program, one link ---- */

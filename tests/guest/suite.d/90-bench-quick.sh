@@ -5,7 +5,7 @@
 bench_bin=$repo/build/bench
 bench_trigger_quick() {
 	local rows="usermode-count kernel-count fentry fexit kprobe kprobe.multi rawtp"
-	on ours stock-7.3 && rows="$rows fentry.multi"
+	on ours stock-7.3 && rows="$rows fentry.multi/per-function"
 	on ours && rows="$rows fentry.multi/global"
 	# shellcheck disable=SC2086 # a list of row names
 	"$bench_bin/trigger" --duration 0.1 --samples 1 --warmup 0 --rounds 1 $rows >/tmp/trigger.out &&
