@@ -4,38 +4,49 @@
 //! Cases:
 //! (a) 5 code addresses of a real process (this one), VMAs uncached, build
 //!     IDs off and on — the case behind the seed's 50 µs → 10 µs;
-//! (b) a few thousand addresses in a helper process with hundreds of VMAs —
-//!     the seed's batch case. (b1) stack-like: addresses concentrated in a
-//!     few code VMAs; (b2) worst case: spread over every code VMA.
+//! (b) 3244 addresses in a helper process with hundreds of VMAs — the
+//!     seed's batch case: in 5 code VMAs, in 20, and in every code VMA.
 //!
-//! Each case runs four normalizers round-robin (so machine noise hits all
-//! alike) and reports per-call medians. Usage: `procmap-bench [--quick]
-//! [--out FILE]`; `procmap-bench helper N` is the mapping helper process.
+//! Each case runs bpfmux cold (maps file opened per call, like the seed's
+//! "uncached_maps"), bpfmux warm (maps file kept open per pid; VMAs and
+//! build IDs still asked for on every call) and blazesym, all round-robin
+//! (so machine noise hits all alike), and reports per-call medians. Two
+//! more sections: where the time of one call goes (kernel floors measured
+//! with raw syscalls), and whether one text read beats many ioctls when a
+//! batch touches most VMAs. Usage: `procmap-bench [--quick] [--out FILE]`;
+//! `procmap-bench helper N` is the mapping helper process.
 
-use std::fmt::Write as _;
+mod crossover;
+mod floors;
+mod helper;
+mod report;
+mod timing;
+
 use std::hint::black_box;
-use std::io::{BufRead, BufReader, Write};
-use std::os::fd::AsRawFd;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use blazesym::normalize::{NormalizeOpts, Normalizer as BlazeNormalizer};
-use bpfmux::normalize::{Backend, Normalizer, Options, VmaFilter};
+use bpfmux::normalize::{Backend, KernelCalls, Normalizer, Options, VmaFilter};
 
-const PAGE: usize = 4096;
+use helper::Helper;
+use timing::{medians, Budget};
+
+/// The seed's batch size.
+const BATCH: usize = 3244;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("helper") {
         let n = args.get(1).context("helper N")?.parse()?;
-        return helper(n);
+        return helper::run(n);
     }
     let quick = args.iter().any(|a| a == "--quick");
     let out = args
         .iter()
         .position(|a| a == "--out")
         .and_then(|i| args.get(i + 1).cloned());
+    let budget = Budget::new(quick);
+    let load_before = report::read_trim("/proc/loadavg");
 
     let mut rows = Vec::new();
     let me = std::process::id();
@@ -46,80 +57,114 @@ fn main() -> Result<()> {
             me,
             &five,
             build_ids,
-            quick,
+            budget,
         )?);
     }
     let helper = Helper::spawn(640)?;
-    // Addresses in a few code VMAs (a profile of a program and a few
-    // libraries), in more, and in every code VMA (worst case for the ioctl:
-    // one query per VMA).
     let cases: [(&'static str, Option<usize>); 3] = [
         ("(b1) batch, 5 hot code VMAs", Some(5)),
         ("(b2) batch, 20 hot code VMAs", Some(20)),
         ("(b3) batch, all code VMAs", None),
     ];
+    let mut helper_probe = 0;
     for (name, hot) in cases {
-        let addrs = batch_addrs(helper.pid, hot)?;
+        let addrs = batch_addrs(helper.pid, VmaFilter::EXEC, hot)?;
+        helper_probe = addrs[0];
         for build_ids in [false, true] {
-            rows.push(run_case(name, helper.pid, &addrs, build_ids, quick)?);
+            rows.push(run_case(name, helper.pid, &addrs, build_ids, budget)?);
         }
     }
-    let vmas = Normalizer::new(Options {
-        cache: false,
-        build_ids: false,
-        ..Options::default()
-    })
-    .mappings(helper.pid, VmaFilter::ALL)?
-    .len();
+    let vmas = plain_normalizer()
+        .mappings(helper.pid, VmaFilter::ALL)?
+        .len();
+    eprintln!("floors: raw syscall costs");
+    let floors = [
+        floors::measure("own process", me, five[0], budget)?,
+        floors::measure("helper", helper.pid, helper_probe, budget)?,
+    ];
+    eprintln!("crossover: text vs ioctl as a batch touches more VMAs");
+    let hots = [Some(5), Some(40), Some(160), Some(320), None];
+    let crossover = crossover::measure(
+        helper.pid,
+        |hot| batch_addrs(helper.pid, VmaFilter::ALL, hot),
+        &hots,
+        budget,
+    )?;
     drop(helper);
 
-    let report = render(&rows, vmas, quick);
-    print!("{report}");
+    let text = report::render(&report::Report {
+        rows: &rows,
+        helper_vmas: vmas,
+        crossover: &crossover,
+        floors: &floors,
+        quick,
+        load_before,
+    });
+    print!("{text}");
     if let Some(path) = out {
-        std::fs::write(&path, &report).with_context(|| format!("writing {path}"))?;
+        std::fs::write(&path, &text).with_context(|| format!("writing {path}"))?;
         eprintln!("wrote {path}");
     }
     Ok(())
 }
 
-struct Row {
-    case: &'static str,
-    addrs: usize,
-    build_ids: bool,
-    /// bpfmux text, bpfmux ioctl, blazesym maps, blazesym ioctl (median ns).
-    ns: [f64; 4],
+/// One case measured: every contender, one build-ID setting.
+pub struct Row {
+    pub case: &'static str,
+    pub addrs: usize,
+    pub build_ids: bool,
+    /// Median ns per call, indexed like [`CONTENDERS`].
+    pub ns: Vec<f64>,
+    /// Kernel calls of one bpfmux ioctl call, cold and warm.
+    pub cold_calls: KernelCalls,
+    pub warm_calls: KernelCalls,
     /// Distinct VMAs the addresses fall in.
-    touched: usize,
+    pub touched: usize,
     /// Addresses blazesym (maps, ioctl) reported as unknown.
-    blaze_unknown: [usize; 2],
-    ours_unresolved: usize,
+    pub blaze_unknown: [usize; 2],
+    pub ours_unresolved: usize,
 }
 
-const IMPLS: [&str; 4] = [
-    "bpfmux text",
-    "bpfmux ioctl",
+pub const CONTENDERS: [&str; 6] = [
+    "bpfmux text cold",
+    "bpfmux ioctl cold",
+    "bpfmux text warm",
+    "bpfmux ioctl warm",
     "blazesym maps",
     "blazesym ioctl",
 ];
+
+fn plain_normalizer() -> Normalizer {
+    Normalizer::new(Options {
+        cache: false,
+        build_ids: false,
+        keep_maps_open: false,
+        ..Options::default()
+    })
+}
 
 fn run_case(
     case: &'static str,
     pid: u32,
     addrs: &[u64],
     build_ids: bool,
-    quick: bool,
+    budget: Budget,
 ) -> Result<Row> {
     let mut addrs = addrs.to_vec();
     addrs.sort_unstable();
-    // VMAs uncached, build IDs (when on) not cached: every call does the
-    // full work, like the seed's "uncached_maps" benchmark.
-    let opts = |backend| Options {
+    // VMAs and build IDs never cached: every call does the full work, like
+    // the seed's "uncached_maps" benchmark. Warm only keeps the maps file
+    // open between calls.
+    let opts = |backend, keep_maps_open| Options {
         backend,
         build_ids,
         cache: false,
+        keep_maps_open,
     };
-    let mut ours_text = Normalizer::new(opts(Backend::Text));
-    let mut ours_ioctl = Normalizer::new(opts(Backend::ProcmapQuery));
+    let mut text_cold = Normalizer::new(opts(Backend::Text, false));
+    let mut ioctl_cold = Normalizer::new(opts(Backend::ProcmapQuery, false));
+    let mut text_warm = Normalizer::new(opts(Backend::Text, true));
+    let mut ioctl_warm = Normalizer::new(opts(Backend::ProcmapQuery, true));
     let blaze = |procmap| {
         BlazeNormalizer::builder()
             .enable_procmap_query(procmap)
@@ -138,11 +183,24 @@ fn run_case(
 
     // bpfmux uses the code-only filter (what symbolization asks for);
     // blazesym filters r-or-x VMAs. All addresses here are in r-x VMAs, so
-    // both resolve every address; check that they agree before timing.
-    let a = ours_text.normalize(pid, &addrs, VmaFilter::EXEC)?;
-    let b = ours_ioctl.normalize(pid, &addrs, VmaFilter::EXEC)?;
-    if a != b {
-        bail!("{case}: bpfmux text and ioctl disagree");
+    // both resolve every address; check that everyone agrees before timing.
+    let a = text_cold.normalize(pid, &addrs, VmaFilter::EXEC)?;
+    let cold_calls = one_call_calls(&mut ioctl_cold, |n| {
+        n.normalize(pid, &addrs, VmaFilter::EXEC)
+    })?;
+    // First warm call opens the file; the second shows a warm call's work.
+    ioctl_warm.normalize(pid, &addrs, VmaFilter::EXEC)?;
+    let warm_calls = one_call_calls(&mut ioctl_warm, |n| {
+        n.normalize(pid, &addrs, VmaFilter::EXEC)
+    })?;
+    for (name, n) in [
+        ("ioctl cold", &mut ioctl_cold),
+        ("text warm", &mut text_warm),
+        ("ioctl warm", &mut ioctl_warm),
+    ] {
+        if n.normalize(pid, &addrs, VmaFilter::EXEC)? != a {
+            bail!("{case}: bpfmux text cold and {name} disagree");
+        }
     }
     let mut blaze_unknown = [0; 2];
     for (k, (name, bz)) in [("maps", &blaze_maps), ("ioctl", &blaze_ioctl)]
@@ -172,82 +230,60 @@ fn run_case(
         }
         blaze_unknown[k] = unknown;
     }
-    let touched = a.mappings.len();
 
-    let mut calls: [Box<dyn FnMut()>; 4] = [
-        Box::new(|| {
-            black_box(ours_text.normalize(pid, &addrs, VmaFilter::EXEC).ok());
-        }),
-        Box::new(|| {
-            black_box(ours_ioctl.normalize(pid, &addrs, VmaFilter::EXEC).ok());
-        }),
-        Box::new(|| {
-            black_box(
-                blaze_maps
-                    .normalize_user_addrs_opts(bpid, &addrs, &bopts)
-                    .ok(),
-            );
-        }),
-        Box::new(|| {
-            black_box(
-                blaze_ioctl
-                    .normalize_user_addrs_opts(bpid, &addrs, &bopts)
-                    .ok(),
-            );
-        }),
-    ];
-    let (rounds, budget) = if quick {
-        (5, Duration::from_millis(40))
-    } else {
-        (30, Duration::from_millis(250))
+    let ours = |n: &mut Normalizer| {
+        black_box(n.normalize(pid, &addrs, VmaFilter::EXEC).ok());
     };
-    let mut samples: [Vec<f64>; 4] = Default::default();
-    // Warm-up.
-    for c in calls.iter_mut() {
-        let t = Instant::now();
-        while t.elapsed() < budget / 2 {
-            c();
-        }
-    }
-    // Round-robin blocks of timed calls.
-    for _ in 0..rounds {
-        for (i, c) in calls.iter_mut().enumerate() {
-            let t0 = Instant::now();
-            while t0.elapsed() < budget / 4 {
-                let t = Instant::now();
-                c();
-                samples[i].push(t.elapsed().as_nanos() as f64);
-            }
-        }
-    }
-    let ns = samples.map(|mut s| median(&mut s));
+    let theirs = |b: &BlazeNormalizer| {
+        black_box(b.normalize_user_addrs_opts(bpid, &addrs, &bopts).ok());
+    };
+    let ns = medians(
+        &mut [
+            &mut || ours(&mut text_cold),
+            &mut || ours(&mut ioctl_cold),
+            &mut || ours(&mut text_warm),
+            &mut || ours(&mut ioctl_warm),
+            &mut || theirs(&blaze_maps),
+            &mut || theirs(&blaze_ioctl),
+        ],
+        budget,
+    );
     eprintln!(
         "{case} build_ids={build_ids}: {}",
-        IMPLS
+        CONTENDERS
             .iter()
-            .zip(ns)
+            .zip(&ns)
             .map(|(n, v)| format!("{n} {:.1}µs", v / 1e3))
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let ours_unresolved = a.addrs.iter().filter(|x| x.resolved.is_none()).count();
     Ok(Row {
         case,
         addrs: addrs.len(),
         build_ids,
         ns,
-        touched,
+        cold_calls,
+        warm_calls,
+        touched: a.mappings.len(),
         blaze_unknown,
-        ours_unresolved,
+        ours_unresolved: a.addrs.iter().filter(|x| x.resolved.is_none()).count(),
     })
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[v.len() / 2]
+/// Kernel calls `call` made.
+fn one_call_calls<T>(
+    n: &mut Normalizer,
+    call: impl FnOnce(&mut Normalizer) -> Result<T, bpfmux::normalize::NormalizeError>,
+) -> Result<KernelCalls> {
+    let b = n.kernel_calls();
+    call(n)?;
+    let a = n.kernel_calls();
+    Ok(KernelCalls {
+        opens: a.opens - b.opens,
+        queries: a.queries - b.queries,
+        build_id_queries: a.build_id_queries - b.build_id_queries,
+        text_reads: a.text_reads - b.text_reads,
+    })
 }
 
 /// Five code addresses of this process: two in the executable, three in libc.
@@ -261,17 +297,12 @@ fn five_code_addrs() -> Vec<u64> {
     ]
 }
 
-/// 3244 addresses (the seed's batch size) spread over `hot` code VMAs
-/// picked evenly across the helper's, or over all of them.
-fn batch_addrs(pid: u32, hot: Option<usize>) -> Result<Vec<u64>> {
-    let code = Normalizer::new(Options {
-        cache: false,
-        build_ids: false,
-        ..Options::default()
-    })
-    .mappings(pid, VmaFilter::EXEC)?;
-    if code.len() < 40 {
-        bail!("helper has only {} code VMAs", code.len());
+/// `BATCH` addresses spread over `hot` of the VMAs passing `filter`,
+/// picked evenly across them, or over all of them.
+fn batch_addrs(pid: u32, filter: VmaFilter, hot: Option<usize>) -> Result<Vec<u64>> {
+    let vmas = plain_normalizer().mappings(pid, filter)?;
+    if vmas.len() < 40 {
+        bail!("helper has only {} VMAs", vmas.len());
     }
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
@@ -280,175 +311,14 @@ fn batch_addrs(pid: u32, hot: Option<usize>) -> Result<Vec<u64>> {
         rng ^= rng << 17;
         rng
     };
-    let vmas: Vec<_> = match hot {
-        Some(k) => code.iter().step_by(code.len() / k).take(k).collect(),
-        None => code.iter().collect(),
+    let picked: Vec<_> = match hot {
+        Some(k) => vmas.iter().step_by(vmas.len() / k).take(k).collect(),
+        None => vmas.iter().collect(),
     };
-    Ok((0..3244)
+    Ok((0..BATCH)
         .map(|_| {
-            let m = vmas[(next() % vmas.len() as u64) as usize];
+            let m = picked[(next() % picked.len() as u64) as usize];
             m.start + next() % (m.end - m.start)
         })
         .collect())
-}
-
-/// A process with `n` one-page file mappings (of its own executable),
-/// alternating r-- and r-x with one-page gaps.
-struct Helper {
-    child: Child,
-    pid: u32,
-    _stdin: ChildStdin,
-}
-
-impl Helper {
-    fn spawn(n: usize) -> Result<Self> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .args(["helper", &n.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let stdin = child.stdin.take().context("stdin")?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-        if line.trim() != "READY" {
-            bail!("helper failed: {line:?}");
-        }
-        Ok(Self {
-            pid: child.id(),
-            child,
-            _stdin: stdin,
-        })
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn helper(n: usize) -> Result<()> {
-    let exe = std::fs::File::open("/proc/self/exe")?;
-    let pages = (exe.metadata()?.len() as usize / PAGE).max(1);
-    // SAFETY: mmap/munmap of memory this helper owns.
-    unsafe {
-        let span = 2 * n * PAGE;
-        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        let base = libc::mmap(std::ptr::null_mut(), span, libc::PROT_NONE, flags, -1, 0);
-        if base == libc::MAP_FAILED {
-            bail!("reserve");
-        }
-        libc::munmap(base, span);
-        for i in 0..n {
-            let prot = if i % 2 == 0 {
-                libc::PROT_READ
-            } else {
-                libc::PROT_READ | libc::PROT_EXEC
-            };
-            let at = (base as usize + 2 * i * PAGE) as *mut libc::c_void;
-            let off = ((i % pages) * PAGE) as libc::off_t;
-            let flags = libc::MAP_PRIVATE | libc::MAP_FIXED_NOREPLACE;
-            if libc::mmap(at, PAGE, prot, flags, exe.as_raw_fd(), off) != at {
-                bail!("mmap {i}");
-            }
-        }
-    }
-    println!("READY");
-    std::io::stdout().flush()?;
-    let mut s = String::new();
-    let _ = std::io::stdin().read_line(&mut s);
-    Ok(())
-}
-
-fn render(rows: &[Row], helper_vmas: usize, quick: bool) -> String {
-    let us = |ns: f64| format!("{:.1}", ns / 1e3);
-    let x = |a: f64, b: f64| format!("{:.1}×", a / b);
-    let mut s = String::new();
-    let _ = writeln!(s, "# PROCMAP_QUERY benchmark: address normalization\n");
-    let _ = writeln!(
-        s,
-        "Generated by `bench/procmap/run.sh{}`.\n",
-        if quick { " --quick" } else { "" }
-    );
-    let _ = writeln!(s, "- kernel: {}", read_trim("/proc/sys/kernel/osrelease"));
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let _ = writeln!(
-        s,
-        "- cpu: {cpu}, {} cores",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    let _ = writeln!(s, "- load average at end: {}", read_trim("/proc/loadavg"));
-    let _ = writeln!(
-        s,
-        "- blazesym 0.2.7 (Normalizer, VMA and build-ID caching off)"
-    );
-    let _ = writeln!(s, "- helper process for (b): {helper_vmas} VMAs\n");
-    let _ = writeln!(
-        s,
-        "Medians per normalize call, µs (lower is better). \"text/ioctl\" = how much faster the \
-         ioctl path is; \"blz/bpfmux\" = blazesym time ÷ bpfmux time (≥ 1.0× means bpfmux is as \
-         fast or faster).\n"
-    );
-    let _ = writeln!(
-        s,
-        "| case | addrs | VMAs hit | build IDs | bpfmux text | bpfmux ioctl | bpfmux text/ioctl | blazesym maps | blazesym ioctl | blazesym maps/ioctl | blz/bpfmux text | blz/bpfmux ioctl |"
-    );
-    let _ = writeln!(
-        s,
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    for r in rows {
-        let [ot, oi, bt, bi] = r.ns;
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.case,
-            r.addrs,
-            r.touched,
-            if r.build_ids { "on" } else { "off" },
-            us(ot),
-            us(oi),
-            x(ot, oi),
-            us(bt),
-            us(bi),
-            x(bt, bi),
-            x(bt, ot),
-            x(bi, oi),
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\nTargets: ioctl ≥ 5× text on (a), ≥ 40× on (b); bpfmux ≥ blazesym on every row. \
-         bpfmux normalizes with the code-only filter (`VmaFilter::EXEC`, the kernel skips \
-         non-code VMAs); blazesym uses its own r-or-x filter. Where both resolve an address they \
-         agree on the file offset (checked before timing)."
-    );
-    for r in rows.iter().filter(|r| r.blaze_unknown != [0, 0]) {
-        let _ = writeln!(
-            s,
-            "\n- {} (build IDs {}): blazesym left {} (maps) / {} (ioctl) of {} addresses unknown \
-             (reason MissingSyms); bpfmux left {} unresolved.",
-            r.case,
-            if r.build_ids { "on" } else { "off" },
-            r.blaze_unknown[0],
-            r.blaze_unknown[1],
-            r.addrs,
-            r.ours_unresolved
-        );
-    }
-    s
-}
-
-fn read_trim(p: &str) -> String {
-    std::fs::read_to_string(p)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
 }

@@ -144,10 +144,20 @@ fn mapper_helper() {
 }
 
 fn normalizer(backend: Backend, build_ids: bool, cache: bool) -> Normalizer {
+    normalizer_keeping(backend, build_ids, cache, true)
+}
+
+fn normalizer_keeping(
+    backend: Backend,
+    build_ids: bool,
+    cache: bool,
+    keep_maps_open: bool,
+) -> Normalizer {
     Normalizer::new(Options {
         backend,
         build_ids,
         cache,
+        keep_maps_open,
     })
 }
 
@@ -197,23 +207,35 @@ fn assert_backends_agree(pid: u32, addrs: &[u64]) {
     for filter in FILTERS {
         for build_ids in [false, true] {
             for cache in [false, true] {
-                let mut ioctl = normalizer(Backend::ProcmapQuery, build_ids, cache);
-                let mut text = normalizer(Backend::Text, build_ids, cache);
-                // Twice: the second call runs from the caches.
-                for round in 0..2 {
-                    let a = ioctl.normalize(pid, addrs, filter).unwrap();
-                    let b = text.normalize(pid, addrs, filter).unwrap();
-                    assert_eq!(ioctl.last_backend(), Some(Backend::ProcmapQuery));
-                    assert_eq!(text.last_backend(), Some(Backend::Text));
-                    let ctx =
-                        format!("{filter:?} build_ids={build_ids} cache={cache} round={round}");
-                    assert_same(&a, &b, &ctx);
-                    sanity(&a, addrs, build_ids, &ctx);
+                for keep in [false, true] {
+                    let mut ioctl =
+                        normalizer_keeping(Backend::ProcmapQuery, build_ids, cache, keep);
+                    let mut text = normalizer_keeping(Backend::Text, build_ids, cache, keep);
+                    let ctx = format!("{filter:?} build_ids={build_ids} cache={cache} keep={keep}");
+                    // Three times: later calls run from the caches and the
+                    // kept maps file (read again from its start).
+                    for round in 0..3 {
+                        let a = ioctl.normalize(pid, addrs, filter).unwrap();
+                        let b = text.normalize(pid, addrs, filter).unwrap();
+                        assert_eq!(ioctl.last_backend(), Some(Backend::ProcmapQuery));
+                        assert_eq!(text.last_backend(), Some(Backend::Text));
+                        let ctx = format!("{ctx} round={round}");
+                        assert_same(&a, &b, &ctx);
+                        sanity(&a, addrs, build_ids, &ctx);
+                    }
+                    let a = ioctl.mappings(pid, filter).unwrap();
+                    let b = text.mappings(pid, filter).unwrap();
+                    assert_eq!(a, b, "mappings {ctx}");
+                    assert!(!a.is_empty());
+                    // The maps file is opened once per call, or once in all.
+                    for (name, n) in [("ioctl", &ioctl), ("text", &text)] {
+                        let opens = n.kernel_calls().opens;
+                        let want = if keep { 1 } else { 4 };
+                        // With everything cached the text path reads nothing.
+                        let ok = opens == want || (cache && !keep && name == "text" && opens == 1);
+                        assert!(ok, "{ctx}: {name} opened the maps file {opens} times");
+                    }
                 }
-                let a = ioctl.mappings(pid, filter).unwrap();
-                let b = text.mappings(pid, filter).unwrap();
-                assert_eq!(a, b, "mappings {filter:?} build_ids={build_ids}");
-                assert!(!a.is_empty());
             }
         }
     }
@@ -288,22 +310,8 @@ fn ioctl_and_text_agree_on_many_mappings() {
 fn ioctl_and_text_agree_on_a_plain_program() {
     let mut child = Command::new("sleep").arg("30").spawn().unwrap();
     let pid = child.id();
-    // Wait until sleep is in its sleep syscall: startup (exec, libc init,
-    // locale loading) is over and its mappings no longer change.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let sc = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
-        let nr = sc.split_whitespace().next().unwrap_or("");
-        // x86_64: 35 nanosleep, 230 clock_nanosleep.
-        if nr == "35" || nr == "230" {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "sleep never went to sleep"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    // Startup (exec, libc init, locale loading) over: mappings are stable.
+    wait_in_syscall(pid, SLEEP_SYSCALLS);
     assert_backends_agree(pid, &probe_addrs(pid));
     child.kill().unwrap();
     child.wait().unwrap();
@@ -482,4 +490,163 @@ fn process_of_another_user_is_a_clear_error() {
         "helper said:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A kept maps file answers about the address space as it is now: a
+/// mapping made after the first call is found, one removed is gone.
+#[test]
+fn kept_maps_file_sees_later_mappings() {
+    let me = std::process::id();
+    let mut kept = normalizer_keeping(Backend::ProcmapQuery, true, false, true);
+    let mut kept_text = normalizer_keeping(Backend::Text, true, false, true);
+    let probe = [kept_maps_file_sees_later_mappings as *const () as usize as u64];
+    kept.normalize(me, &probe, VmaFilter::ALL).unwrap();
+    kept_text.normalize(me, &probe, VmaFilter::ALL).unwrap();
+
+    use std::os::fd::AsRawFd;
+    let exe = std::fs::File::open("/proc/self/exe").unwrap();
+    // SAFETY: a fresh private read-only mapping of our own executable.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            exe.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    let addrs = [p as u64 + 8];
+    let fresh = normalizer_keeping(Backend::Text, true, false, false)
+        .normalize(me, &addrs, VmaFilter::ALL)
+        .unwrap();
+    assert!(fresh.addrs[0].resolved.is_some(), "new mapping visible");
+    for n in [&mut kept, &mut kept_text] {
+        let got = n.normalize(me, &addrs, VmaFilter::ALL).unwrap();
+        assert_same(&got, &fresh, "kept file after mmap");
+    }
+    // SAFETY: unmapping exactly what we mapped above.
+    assert_eq!(unsafe { libc::munmap(p, PAGE) }, 0);
+    for n in [&mut kept, &mut kept_text] {
+        let got = n.normalize(me, &addrs, VmaFilter::ALL).unwrap();
+        // Something else may have been mapped there since; it must not be
+        // our page of the executable at file offset 0 any more.
+        if let Some(m) = got.mapping_of(0) {
+            assert!(!(m.start == p as u64 && m.offset == 0 && m.end == p as u64 + PAGE as u64));
+        }
+        assert_eq!(n.kernel_calls().opens, 1, "one open for every call");
+    }
+}
+
+/// Waits until `pid` is blocked in one of `syscalls` (x86_64 numbers):
+/// its startup is over and its mappings no longer change.
+fn wait_in_syscall(pid: u32, syscalls: &[&str]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let sc = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if syscalls.contains(&sc.split_whitespace().next().unwrap_or("")) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{pid} never blocked in {syscalls:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// nanosleep, clock_nanosleep: where `sleep` waits.
+const SLEEP_SYSCALLS: &[&str] = &["35", "230"];
+
+/// After an exec the kept file's address space is dead (ESRCH): the
+/// normalizer opens the maps file again and answers about the new program.
+#[test]
+fn exec_replaces_the_kept_maps_file() {
+    let mut child = Command::new("sh")
+        .args(["-c", "read line; exec sleep 30"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // The shell blocked in read(): its startup is over.
+    wait_in_syscall(pid, &["0"]);
+    let mut kept: Vec<_> = [Backend::ProcmapQuery, Backend::Text]
+        .into_iter()
+        .map(|b| normalizer_keeping(b, true, false, true))
+        .collect();
+    let before: Vec<_> = kept
+        .iter_mut()
+        .map(|n| n.mappings(pid, VmaFilter::EXEC).unwrap())
+        .collect();
+    assert_eq!(before[0], before[1]);
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "go").unwrap();
+    // `sleep` in its sleep: exec and dynamic loading are over.
+    wait_in_syscall(pid, SLEEP_SYSCALLS);
+    let fresh = normalizer_keeping(Backend::Text, true, false, false)
+        .mappings(pid, VmaFilter::EXEC)
+        .unwrap();
+    assert_ne!(fresh, before[0], "exec changed the code mappings");
+    for n in &mut kept {
+        let after = n.mappings(pid, VmaFilter::EXEC).unwrap();
+        let backend = n.last_backend();
+        assert_eq!(after, fresh, "{backend:?}: after exec = a fresh read");
+        assert_eq!(n.kernel_calls().opens, 2, "{backend:?}: reopened once");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// A child that forked but has not exec'd may share its parent's address
+/// space (vfork, posix_spawn) and swap it on exec: its maps file is never
+/// kept, and results are still right.
+#[test]
+fn forked_child_without_exec_is_not_kept() {
+    // SAFETY: the child only calls async-signal-safe pause/_exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        unsafe {
+            libc::pause();
+            libc::_exit(0);
+        }
+    }
+    let pid = pid as u32;
+    let probe = [forked_child_without_exec_is_not_kept as *const () as usize as u64];
+    let mut n = normalizer_keeping(Backend::ProcmapQuery, false, false, true);
+    let a = n.normalize(pid, &probe, VmaFilter::EXEC).unwrap();
+    let b = n.normalize(pid, &probe, VmaFilter::EXEC).unwrap();
+    let opens = n.kernel_calls().opens;
+    // SAFETY: pid is our own child.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+        libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
+    }
+    assert!(a.addrs[0].resolved.is_some(), "child runs our code");
+    assert_eq!(a, b);
+    assert_eq!(opens, 2, "opened per call, not kept");
+}
+
+/// The ioctl walk asks the kernel once per VMA that covers addresses, however
+/// many addresses fall in it.
+#[test]
+fn one_query_per_vma_touched() {
+    let m = Mapper::spawn(50);
+    let code = normalizer(Backend::Text, false, false)
+        .mappings(m.pid(), VmaFilter::EXEC)
+        .unwrap();
+    // Ten addresses inside each code VMA, shuffled a little (reversed).
+    let mut addrs: Vec<u64> = code
+        .iter()
+        .flat_map(|v| (0..10).map(move |i| v.start + (v.end - v.start) * i / 10))
+        .collect();
+    addrs.reverse();
+    for keep in [false, true] {
+        let mut n = normalizer_keeping(Backend::ProcmapQuery, false, false, keep);
+        let out = n.normalize(m.pid(), &addrs, VmaFilter::EXEC).unwrap();
+        assert_eq!(out.mappings.len(), code.len());
+        assert!(out.addrs.iter().all(|a| a.resolved.is_some()));
+        assert_eq!(n.kernel_calls().queries, code.len() as u64, "keep={keep}");
+    }
 }

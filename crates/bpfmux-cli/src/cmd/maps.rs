@@ -48,6 +48,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         build_ids: !args.no_build_ids,
         cache: false,
+        // One call per run: nothing to keep open for.
+        keep_maps_open: false,
     });
     let filter = VmaFilter {
         exec_only: args.exec_only,

@@ -13,7 +13,7 @@ use super::mapping::BuildId;
 const NT_GNU_BUILD_ID: u32 = 3;
 const PT_NOTE: u32 = 4;
 const MAX_PHDR_CNT: usize = 256;
-const BUILD_ID_SIZE_MAX: usize = 20;
+const BUILD_ID_SIZE_MAX: usize = super::mapping::BUILD_ID_MAX;
 /// A build-ID note sits in a small segment; don't read huge bogus ones.
 const MAX_NOTE_SEGMENT: u64 = 1 << 20;
 
@@ -76,7 +76,8 @@ pub fn read(file: &File) -> io::Result<Option<BuildId>> {
             None => continue,
         };
         if let Some(id) = find_gnu_build_id(seg) {
-            return Ok(Some(BuildId::from(id)));
+            // find_gnu_build_id keeps to 1..=BUILD_ID_SIZE_MAX bytes.
+            return Ok(BuildId::new(id));
         }
     }
     Ok(None)
@@ -182,7 +183,7 @@ mod tests {
         // Rust test binaries are linked with a GNU build ID by default.
         let f = File::open("/proc/self/exe").unwrap();
         let id = read(&f).unwrap().expect("test binary has a build ID");
-        assert!(!id.0.is_empty() && id.0.len() <= 20);
+        assert!(!id.as_bytes().is_empty() && id.as_bytes().len() <= 20);
     }
 
     #[test]

@@ -35,19 +35,42 @@ impl Serialize for Perms {
     }
 }
 
-/// An ELF build ID (raw bytes; shown as hex).
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct BuildId(pub Vec<u8>);
+/// Longest build ID the kernel reports (`BUILD_ID_SIZE_MAX`); our own ELF
+/// reader applies the same limit.
+pub const BUILD_ID_MAX: usize = 20;
 
-impl From<&[u8]> for BuildId {
-    fn from(b: &[u8]) -> Self {
-        Self(b.to_vec())
+/// An ELF build ID (raw bytes; shown as hex). Stored inline: copying one
+/// into every mapping of a batch costs no allocation.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BuildId {
+    len: u8,
+    bytes: [u8; BUILD_ID_MAX],
+}
+
+impl BuildId {
+    /// `None` if `b` is empty or longer than [`BUILD_ID_MAX`].
+    pub fn new(b: &[u8]) -> Option<Self> {
+        if b.is_empty() || b.len() > BUILD_ID_MAX {
+            return None;
+        }
+        let mut bytes = [0; BUILD_ID_MAX];
+        bytes[..b.len()].copy_from_slice(b);
+        Some(Self {
+            len: b.len() as u8,
+            bytes,
+        })
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
     }
 }
 
 impl fmt::Display for BuildId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+        self.as_bytes()
+            .iter()
+            .try_for_each(|b| write!(f, "{b:02x}"))
     }
 }
 

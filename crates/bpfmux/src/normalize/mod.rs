@@ -9,15 +9,17 @@
 //! - the text `/proc/<pid>/maps`, parsed in one pass, used automatically when
 //!   the ioctl is missing (ENOTTY).
 //!
-//! A [`Normalizer`] caches, per pid, the open maps file, VMAs it has seen and
-//! build IDs per file (`Options::cache`, on by default). Cached VMAs go stale
-//! when the process maps or unmaps memory; call [`Normalizer::forget`] when
-//! that matters, or turn caching off.
+//! A [`Normalizer`] keeps, per pid, the open maps file (`keep_maps_open`:
+//! results stay live, it saves the open/close) and caches VMAs it has seen
+//! and build IDs per file (`cache`). Both are on by default and opt-out.
+//! Cached VMAs go stale when the process maps or unmaps memory; call
+//! [`Normalizer::forget`] when that matters, or turn caching off.
 
 mod build_id;
 mod error;
+mod kept_maps;
 mod mapping;
-mod procmap_query;
+pub mod procmap_query;
 mod text_maps;
 mod walk;
 
@@ -27,8 +29,9 @@ use std::path::PathBuf;
 
 pub use build_id::read as read_build_id;
 pub use error::NormalizeError;
-pub use mapping::{BuildId, Mapping, Normalized, NormalizedAddr, Perms, Resolved};
+pub use mapping::{BuildId, Mapping, Normalized, NormalizedAddr, Perms, Resolved, BUILD_ID_MAX};
 
+use kept_maps::KeptMaps;
 use procmap_query::{QueryBuf, Want};
 
 /// How to read the process's VMAs.
@@ -49,8 +52,13 @@ pub struct Options {
     pub backend: Backend,
     /// Report the ELF build ID of each file-backed mapping.
     pub build_ids: bool,
-    /// Keep VMAs, build IDs and the open maps file per pid across calls.
+    /// Keep VMAs and build IDs per pid across calls. Cached VMAs go stale
+    /// when the process maps or unmaps memory (see [`Normalizer::forget`]).
     pub cache: bool,
+    /// Keep `/proc/<pid>/maps` open per pid across calls. Results stay live
+    /// (every call still asks the kernel, or re-reads the text); it only
+    /// saves the open and close. See `kept_maps` for why this is safe.
+    pub keep_maps_open: bool,
 }
 
 impl Default for Options {
@@ -59,6 +67,7 @@ impl Default for Options {
             backend: Backend::Auto,
             build_ids: true,
             cache: true,
+            keep_maps_open: true,
         }
     }
 }
@@ -115,12 +124,9 @@ impl FileKey {
     }
 }
 
-/// What we remember about one process while caching is on.
+/// VMAs and build IDs remembered about one process while `cache` is on.
 #[derive(Default)]
 struct PidCache {
-    /// The open maps file (PROCMAP_QUERY needs a descriptor; it pins the
-    /// address space seen at open time, so a reused pid shows up as ESRCH).
-    maps: Option<File>,
     /// Known VMAs per filter, sorted by start. `complete` when read from the
     /// text file (every matching VMA is known, so misses are unmapped).
     vmas: HashMap<VmaFilter, KnownVmas>,
@@ -133,13 +139,29 @@ struct KnownVmas {
     complete: bool,
 }
 
+/// How often a [`Normalizer`] went to the kernel, since it was made: what
+/// tests and benchmarks use to check the work per call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelCalls {
+    /// `/proc/<pid>/maps` opened.
+    pub opens: u64,
+    /// `PROCMAP_QUERY` ioctls.
+    pub queries: u64,
+    /// Of those, queries that asked for a build ID.
+    pub build_id_queries: u64,
+    /// Whole text maps files read.
+    pub text_reads: u64,
+}
+
 pub struct Normalizer {
     opts: Options,
+    calls: KernelCalls,
     /// Set once the kernel answered ENOTTY: don't ask again.
     procmap_unsupported: bool,
     last_backend: Option<Backend>,
     qbuf: QueryBuf,
     text: Vec<u8>,
+    kept: KeptMaps,
     pids: HashMap<u32, PidCache>,
 }
 
@@ -153,10 +175,12 @@ impl Normalizer {
     pub fn new(opts: Options) -> Self {
         Self {
             opts,
+            calls: KernelCalls::default(),
             procmap_unsupported: false,
             last_backend: None,
             qbuf: QueryBuf::default(),
             text: Vec::new(),
+            kept: KeptMaps::default(),
             pids: HashMap::new(),
         }
     }
@@ -165,14 +189,19 @@ impl Normalizer {
         self.opts
     }
 
+    pub fn kernel_calls(&self) -> KernelCalls {
+        self.calls
+    }
+
     /// Backend the last successful call used (`ProcmapQuery` or `Text`).
     pub fn last_backend(&self) -> Option<Backend> {
         self.last_backend
     }
 
-    /// Drops everything cached about `pid` (e.g. after it exits or
-    /// remaps memory).
+    /// Drops everything kept about `pid`: the open maps file, cached VMAs
+    /// and build IDs (e.g. after it exits or remaps memory).
     pub fn forget(&mut self, pid: u32) {
+        self.kept.forget(pid);
         self.pids.remove(&pid);
     }
 
@@ -183,9 +212,8 @@ impl Normalizer {
         addrs: &[u64],
         filter: VmaFilter,
     ) -> Result<Normalized, NormalizeError> {
-        let sorted = walk::sort_addrs(addrs);
         self.run(pid, filter, |n, pid, source| {
-            walk::normalize_sorted(&sorted, addrs.len(), source, n, pid)
+            walk::normalize(addrs, source, n, pid)
         })
     }
 
@@ -198,8 +226,7 @@ impl Normalizer {
         self.run(pid, filter, |n, pid, source| walk::all(source, n, pid))
     }
 
-    /// Picks the backend, runs `f` with a VMA source, fills in build IDs,
-    /// and retries once on a stale cached maps file.
+    /// Picks the backend, runs `f` with a VMA source and fills in build IDs.
     fn run<T: walk::HasMappings>(
         &mut self,
         pid: u32,
@@ -212,38 +239,60 @@ impl Normalizer {
             Backend::Auto => !self.procmap_unsupported,
         };
         if use_ioctl {
-            match self.run_ioctl(pid, filter, &mut f) {
+            match self.with_maps(pid, |n, maps| n.run_ioctl(pid, maps, filter, &mut f)) {
                 Err(NormalizeError::ProcmapQueryUnsupported)
                     if self.opts.backend == Backend::Auto =>
                 {
                     self.procmap_unsupported = true;
                 }
-                Err(NormalizeError::NoAddressSpace { .. }) if self.cached_fd(pid) => {
-                    // The cached descriptor may belong to an earlier process
-                    // with this pid: start over once with a fresh one.
-                    self.forget(pid);
-                    return self.run_ioctl(pid, filter, &mut f);
-                }
                 other => return other,
             }
         }
-        self.run_text(pid, filter, &mut f)
+        if let Some(known) = self.take_complete_vmas(pid, filter) {
+            // Everything is cached: no need to read the file at all.
+            let mut source = walk::Source::Known(walk::KnownSource { known, pos: 0 });
+            let result = f(self, pid, &mut source);
+            return self.finish_text(pid, filter, source, result);
+        }
+        self.with_maps(pid, |n, maps| n.run_text(pid, maps, filter, &mut f))
     }
 
-    fn cached_fd(&self, pid: u32) -> bool {
-        self.pids.get(&pid).is_some_and(|c| c.maps.is_some())
+    /// Runs `body` with `pid`'s maps file: the kept one when there is one,
+    /// else a fresh one (kept afterwards when `keep_maps_open` allows). A
+    /// kept file whose address space is gone (exit, exec, pid reuse) is
+    /// dropped together with everything cached, and `body` runs once more
+    /// on a fresh file.
+    fn with_maps<T>(
+        &mut self,
+        pid: u32,
+        mut body: impl FnMut(&mut Self, &File) -> Result<T, NormalizeError>,
+    ) -> Result<T, NormalizeError> {
+        if let Some(file) = self.kept.take(pid) {
+            match body(self, &file) {
+                Err(NormalizeError::NoAddressSpace { .. }) => self.forget(pid),
+                other => {
+                    self.kept.put(pid, file);
+                    return other;
+                }
+            }
+        }
+        let keep = self.opts.keep_maps_open && self.kept.may_keep(pid);
+        self.calls.opens += 1;
+        let file = open_maps(pid)?;
+        let out = body(self, &file);
+        if keep && out.is_ok() {
+            self.kept.put(pid, file);
+        }
+        out
     }
 
     fn run_ioctl<T: walk::HasMappings>(
         &mut self,
         pid: u32,
+        maps: &File,
         filter: VmaFilter,
         f: &mut impl FnMut(&mut Self, u32, &mut walk::Source) -> Result<T, NormalizeError>,
     ) -> Result<T, NormalizeError> {
-        let maps = match self.pids.get_mut(&pid).and_then(|c| c.maps.take()) {
-            Some(m) => m,
-            None => open_maps(pid)?,
-        };
         let known = if self.opts.cache {
             self.pids
                 .get_mut(&pid)
@@ -283,74 +332,85 @@ impl Normalizer {
         };
         if self.opts.build_ids {
             ids.extend(src.inline_ids);
-            let filled = self.fill_build_ids_ioctl(pid, &src.maps, out.mappings_mut(), &mut ids);
+            let filled = self.fill_build_ids_ioctl(pid, maps, out.mappings_mut(), &mut ids);
             self.build_id_cache_put(pid, ids);
             filled?;
         }
         self.last_backend = Some(Backend::ProcmapQuery);
         if self.opts.cache {
-            let c = self.pids.entry(pid).or_default();
-            c.maps = Some(src.maps);
-            c.vmas.insert(filter, src.known);
+            self.pids
+                .entry(pid)
+                .or_default()
+                .vmas
+                .insert(filter, src.known);
         }
         Ok(out)
+    }
+
+    /// The cached VMA list of `pid` for `filter`, if it holds every VMA.
+    fn take_complete_vmas(&mut self, pid: u32, filter: VmaFilter) -> Option<KnownVmas> {
+        if !self.opts.cache {
+            return None;
+        }
+        let vmas = &mut self.pids.get_mut(&pid)?.vmas;
+        if !vmas.get(&filter)?.complete {
+            return None;
+        }
+        vmas.remove(&filter)
     }
 
     fn run_text<T: walk::HasMappings>(
         &mut self,
         pid: u32,
+        maps: &File,
         filter: VmaFilter,
         f: &mut impl FnMut(&mut Self, u32, &mut walk::Source) -> Result<T, NormalizeError>,
     ) -> Result<T, NormalizeError> {
-        let cached = self.opts.cache
-            && self
-                .pids
-                .get(&pid)
-                .and_then(|c| c.vmas.get(&filter))
-                .is_some_and(|k| k.complete);
-        let mut source = if cached {
-            let known = self
-                .pids
-                .get_mut(&pid)
-                .and_then(|c| c.vmas.remove(&filter))
-                .unwrap_or_default();
-            walk::Source::Known(walk::KnownSource { known, pos: 0 })
-        } else {
-            let mut maps = open_maps(pid)?;
-            let mut text = std::mem::take(&mut self.text);
-            let read = text_maps::read_all(&mut maps, &mut text);
-            let parsed = match read {
-                Err(e) => Err(NormalizeError::from_io(pid, "reading", e)),
-                // A live user process always has mappings; an empty file
-                // means the address space is gone (the ioctl says ESRCH).
-                Ok(()) if text.is_empty() => Err(NormalizeError::NoAddressSpace { pid }),
-                // To cache, parse everything now; otherwise parse lazily and
-                // stop at the last address.
-                Ok(()) if self.opts.cache => walk::parse_all(&text, filter, pid).map(Some),
-                Ok(()) => Ok(None),
-            };
-            match parsed {
-                Err(e) => {
-                    self.text = text;
-                    return Err(e);
-                }
-                Ok(Some(sorted)) => {
-                    self.text = text;
-                    let known = KnownVmas {
-                        sorted,
-                        complete: true,
-                    };
-                    walk::Source::Known(walk::KnownSource { known, pos: 0 })
-                }
-                Ok(None) => walk::Source::Text(walk::TextSource {
-                    text,
-                    pos: 0,
-                    filter,
-                }),
+        let mut text = std::mem::take(&mut self.text);
+        self.calls.text_reads += 1;
+        let read = text_maps::read_all(maps, &mut text);
+        let parsed = match read {
+            Err(e) => Err(NormalizeError::from_io(pid, "reading", e)),
+            // A live user process always has mappings; an empty file
+            // means the address space is gone (the ioctl says ESRCH).
+            Ok(()) if text.is_empty() => Err(NormalizeError::NoAddressSpace { pid }),
+            // To cache, parse everything now; otherwise parse lazily and
+            // stop at the last address.
+            Ok(()) if self.opts.cache => walk::parse_all(&text, filter, pid).map(Some),
+            Ok(()) => Ok(None),
+        };
+        let mut source = match parsed {
+            Err(e) => {
+                self.text = text;
+                return Err(e);
             }
+            Ok(Some(sorted)) => {
+                self.text = text;
+                let known = KnownVmas {
+                    sorted,
+                    complete: true,
+                };
+                walk::Source::Known(walk::KnownSource { known, pos: 0 })
+            }
+            Ok(None) => walk::Source::Text(walk::TextSource {
+                text,
+                pos: 0,
+                filter,
+            }),
         };
         let result = f(self, pid, &mut source);
-        // Give the buffer back / keep what was parsed.
+        self.finish_text(pid, filter, source, result)
+    }
+
+    /// Text path epilogue: gives the read buffer back, keeps what was
+    /// parsed, fills in build IDs.
+    fn finish_text<T: walk::HasMappings>(
+        &mut self,
+        pid: u32,
+        filter: VmaFilter,
+        source: walk::Source,
+        result: Result<T, NormalizeError>,
+    ) -> Result<T, NormalizeError> {
         let known = match source {
             walk::Source::Text(t) => {
                 self.text = t.text;
@@ -400,17 +460,28 @@ impl Normalizer {
             name: false,
             build_id: true,
         };
+        let mut last: Option<(FileKey, Option<BuildId>)> = None;
         for m in mappings.iter_mut().filter(|m| m.is_file_backed()) {
             let key = FileKey::of(m);
-            if let Some(id) = ids.get(&key) {
-                m.build_id = id.clone();
+            // Neighbouring mappings are mostly of the same file.
+            if let Some((_, id)) = last.filter(|(k, _)| *k == key) {
+                m.build_id = id;
                 continue;
             }
-            let id = procmap_query::query(maps, m.start, 0, want, &mut self.qbuf)
-                .map_err(|e| NormalizeError::from_io(pid, "querying", e))?
-                .and_then(|v| v.build_id);
-            m.build_id = id.clone();
-            ids.insert(key, id);
+            let id = match ids.get(&key) {
+                Some(id) => *id,
+                None => {
+                    self.calls.queries += 1;
+                    self.calls.build_id_queries += 1;
+                    let id = procmap_query::query(maps, m.start, 0, want, &mut self.qbuf)
+                        .map_err(|e| NormalizeError::from_io(pid, "querying", e))?
+                        .and_then(|v| v.build_id);
+                    ids.insert(key, id);
+                    id
+                }
+            };
+            m.build_id = id;
+            last = Some((key, id));
         }
         Ok(())
     }
@@ -420,19 +491,23 @@ impl Normalizer {
     /// no build ID.
     fn fill_build_ids_text(&mut self, pid: u32, mappings: &mut [Mapping]) {
         let mut ids = self.build_id_cache_take(pid);
+        let mut last: Option<(FileKey, Option<BuildId>)> = None;
         for m in mappings.iter_mut().filter(|m| m.is_file_backed()) {
             let key = FileKey::of(m);
-            if let Some(id) = ids.get(&key) {
-                m.build_id = id.clone();
+            if let Some((_, id)) = last.filter(|(k, _)| *k == key) {
+                m.build_id = id;
                 continue;
             }
-            let id = open_mapped_file(pid, m).and_then(|f| read_build_id(&f).ok().flatten());
-            m.build_id = id.clone();
-            ids.insert(key, id);
+            let id = *ids.entry(key).or_insert_with(|| {
+                open_mapped_file(pid, m).and_then(|f| read_build_id(&f).ok().flatten())
+            });
+            m.build_id = id;
+            last = Some((key, id));
         }
         self.build_id_cache_put(pid, ids);
     }
 }
+
 fn open_maps(pid: u32) -> Result<File, NormalizeError> {
     File::open(format!("/proc/{pid}/maps")).map_err(|e| NormalizeError::from_io(pid, "opening", e))
 }

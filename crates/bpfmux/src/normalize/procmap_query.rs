@@ -123,8 +123,9 @@ pub fn query(
         None
     };
     let build_id = if want.build_id && q.build_id_size > 0 {
+        // Longer than BUILD_ID_MAX: not an ID our text path would accept.
         let len = (q.build_id_size as usize).min(BUILD_ID_BUF);
-        Some(BuildId::from(&buf.build_id[..len]))
+        BuildId::new(&buf.build_id[..len])
     } else {
         None
     };

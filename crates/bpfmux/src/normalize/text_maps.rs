@@ -4,7 +4,7 @@
 //! `start-end perms offset major:minor inode   name`.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -44,13 +44,15 @@ impl Line<'_> {
     }
 }
 
-/// Reads the whole file in as few read() calls as the kernel allows; the
-/// buffer is reused across calls.
-pub fn read_all(maps: &mut File, buf: &mut Vec<u8>) -> io::Result<()> {
+/// Reads the whole file from its start (it may be a kept descriptor read
+/// before) in as few read() calls as the kernel allows; the buffer is
+/// reused across calls.
+pub fn read_all(mut maps: &File, buf: &mut Vec<u8>) -> io::Result<()> {
     buf.clear();
     if buf.capacity() < 64 * 1024 {
         buf.reserve(64 * 1024);
     }
+    maps.seek(SeekFrom::Start(0))?;
     maps.read_to_end(buf).map(|_| ())
 }
 

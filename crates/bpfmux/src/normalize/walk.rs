@@ -11,16 +11,16 @@ use super::text_maps;
 use super::{FileKey, KnownVmas, NormalizeError, Normalizer, VmaFilter};
 
 /// Where VMAs come from.
-pub enum Source {
-    Ioctl(IoctlSource),
+pub enum Source<'a> {
+    Ioctl(IoctlSource<'a>),
     /// Text maps parsed lazily, line by line, as the walk advances.
     Text(TextSource),
     /// A complete, sorted list (cached or parsed up front).
     Known(KnownSource),
 }
 
-pub struct IoctlSource {
-    pub maps: File,
+pub struct IoctlSource<'a> {
+    pub maps: &'a File,
     pub flags: u64,
     pub want: Want,
     /// VMAs learned so far (sorted), consulted before asking the kernel.
@@ -47,7 +47,7 @@ pub struct KnownSource {
 /// PROCMAP_QUERY cannot return it, so the text path drops it too.
 const GATE_VMA: &[u8] = b"[vsyscall]";
 
-impl Source {
+impl Source<'_> {
     /// The first matching VMA with `end > addr` (covering `addr` or above
     /// it). Callers pass non-decreasing addresses.
     fn next(
@@ -64,12 +64,14 @@ impl Source {
                     return Ok(Some(m.clone()));
                 }
                 let flags = s.flags | procmap_query::COVERING_OR_NEXT_VMA;
-                let vma = procmap_query::query(&s.maps, addr, flags, s.want, &mut n.qbuf)
+                n.calls.queries += 1;
+                n.calls.build_id_queries += u64::from(s.want.build_id);
+                let vma = procmap_query::query(s.maps, addr, flags, s.want, &mut n.qbuf)
                     .map_err(|e| NormalizeError::from_io(pid, "querying", e))?;
                 if let (true, Some(v)) = (s.want.build_id, &vma) {
                     if v.is_file_backed() {
                         let key = FileKey::of(v);
-                        if s.inline_ids.insert(key, v.build_id.clone()).is_some() {
+                        if s.inline_ids.insert(key, v.build_id).is_some() {
                             s.want.build_id = false;
                         }
                     }
@@ -143,81 +145,104 @@ impl HasMappings for Vec<Mapping> {
     }
 }
 
-/// (address, input index) sorted by address.
-pub fn sort_addrs(addrs: &[u64]) -> Vec<(u64, u32)> {
-    let mut v: Vec<(u64, u32)> = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, &a)| (a, i as u32))
-        .collect();
-    if !v.is_sorted_by_key(|p| p.0) {
-        v.sort_unstable_by_key(|p| p.0);
-    }
-    v
-}
-
-pub fn normalize_sorted(
-    sorted: &[(u64, u32)],
-    n_addrs: usize,
+/// Normalizes `addrs` (any order) against `source`, which delivers VMAs in
+/// address order. Sorted input (what a caller that sorts its batch passes)
+/// is walked in place; other input is walked in sorted order and the
+/// results are put back in input order.
+pub fn normalize(
+    addrs: &[u64],
     source: &mut Source,
     n: &mut Normalizer,
     pid: u32,
 ) -> Result<Normalized, NormalizeError> {
-    let mut out = Normalized {
-        mappings: Vec::new(),
-        addrs: Vec::with_capacity(n_addrs),
-    };
-    // Filled in input order below; start as "unmapped".
-    out.addrs.extend(sorted.iter().map(|_| NormalizedAddr {
-        addr: 0,
-        resolved: None,
-    }));
-    // The VMA the walk stands on: bounds, index in `out.mappings` once some
-    // address hit it, and the mapping itself until then.
-    let mut cur: Option<(u64, u64)> = None;
-    let mut cur_idx: Option<usize> = None;
-    let mut pending: Option<Mapping> = None;
-    let mut exhausted = false;
-
-    for &(addr, idx) in sorted {
-        let slot = &mut out.addrs[idx as usize];
-        slot.addr = addr;
-        if cur.is_none_or(|(_, end)| addr >= end) {
-            if exhausted {
-                continue;
-            }
-            match source.next(addr, n, pid)? {
-                Some(m) => {
-                    cur = Some((m.start, m.end));
-                    cur_idx = None;
-                    pending = Some(m);
-                }
-                None => {
-                    exhausted = true;
-                    cur = None;
-                    continue;
-                }
-            }
-        }
-        let Some((start, _)) = cur else { continue };
-        if addr < start {
-            continue; // in a gap before the next matching VMA
-        }
-        let i = match (cur_idx, pending.take()) {
-            (Some(i), _) => i,
-            (None, Some(m)) => {
-                out.mappings.push(m);
-                out.mappings.len() - 1
-            }
-            (None, None) => continue, // unreachable: pending set with cur
-        };
-        cur_idx = Some(i);
-        slot.resolved = Some(Resolved {
-            mapping: i,
-            file_offset: out.mappings[i].file_offset(addr),
+    let mut mappings = Vec::new();
+    if addrs.is_sorted() {
+        let mut out = Vec::with_capacity(addrs.len());
+        walk_sorted(addrs, source, n, pid, &mut mappings, |_, run, hit| {
+            out.extend(run.iter().map(|&a| result(a, hit)));
+        })?;
+        return Ok(Normalized {
+            mappings,
+            addrs: out,
         });
     }
-    Ok(out)
+    let mut order: Vec<(u64, u32)> = addrs.iter().copied().zip(0..).collect();
+    order.sort_unstable_by_key(|p| p.0);
+    let sorted: Vec<u64> = order.iter().map(|p| p.0).collect();
+    let mut out = vec![result(0, None); addrs.len()];
+    walk_sorted(&sorted, source, n, pid, &mut mappings, |first, run, hit| {
+        for (&a, &(_, i)) in run.iter().zip(&order[first..]) {
+            out[i as usize] = result(a, hit);
+        }
+    })?;
+    Ok(Normalized {
+        mappings,
+        addrs: out,
+    })
+}
+
+/// A run of addresses inside one mapping: its index in the output and the
+/// mapping's start and file offset.
+#[derive(Clone, Copy)]
+struct Hit {
+    mapping: usize,
+    start: u64,
+    offset: u64,
+}
+
+fn result(addr: u64, hit: Option<Hit>) -> NormalizedAddr {
+    NormalizedAddr {
+        addr,
+        resolved: hit.map(|h| Resolved {
+            mapping: h.mapping,
+            file_offset: addr - h.start + h.offset,
+        }),
+    }
+}
+
+/// The walk proper: one `source.next` per VMA that covers addresses (plus
+/// one per gap), then whole runs of addresses at a time.
+/// `emit(first, run, hit)` receives `addrs[first..first + run.len()]`, all
+/// in the mapping `hit` or (`None`) all unmapped, in order.
+fn walk_sorted(
+    addrs: &[u64],
+    source: &mut Source,
+    n: &mut Normalizer,
+    pid: u32,
+    mappings: &mut Vec<Mapping>,
+    mut emit: impl FnMut(usize, &[u64], Option<Hit>),
+) -> Result<(), NormalizeError> {
+    let mut k = 0;
+    while let Some(&addr) = addrs.get(k) {
+        // The first matching VMA ending above `addr` (sources guarantee
+        // `end > addr`, so each round consumes at least one address).
+        let Some(m) = source.next(addr, n, pid)? else {
+            break;
+        };
+        let rest = &addrs[k..];
+        // Addresses in the gap below it are not mapped.
+        let gap = rest.partition_point(|&a| a < m.start);
+        let inside = rest[gap..].partition_point(|&a| a < m.end);
+        if gap > 0 {
+            emit(k, &rest[..gap], None);
+        }
+        if inside > 0 {
+            let hit = Hit {
+                mapping: mappings.len(),
+                start: m.start,
+                offset: m.offset,
+            };
+            emit(k + gap, &rest[gap..gap + inside], Some(hit));
+            // `m` is kept only because some address hit it.
+            mappings.push(m);
+        }
+        k += gap + inside;
+    }
+    // Above the last matching VMA.
+    if k < addrs.len() {
+        emit(k, &addrs[k..], None);
+    }
+    Ok(())
 }
 
 pub fn all(
