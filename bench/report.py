@@ -179,7 +179,9 @@ class Run:
             a = load_json(os.path.join(d, f"attach-{ph}.json"))
             if a:
                 self.attach_info = self.attach_info or a
-                self.attach_results += a["results"]
+                for r in a["results"]:
+                    r["phase"] = ph
+                    self.attach_results.append(r)
         self.rows = {}
         for ph in PHASES:
             for k, r in self.phase_rows.get(ph, {}).items():
@@ -219,10 +221,27 @@ class Run:
                         quantile(per_round, 0.75), len(per_round))
         return None
 
+    def rc_text(self, ph):
+        """How the guest boot of phase ph ended, in words."""
+        if ph not in self.rc:
+            return f"phase {ph} did not run"
+        rc, secs = self.rc[ph]
+        if rc == "124":
+            return f"phase {ph} was killed at its time limit after {secs} s"
+        if rc == "126":
+            return (f"the guest kernel of phase {ph} splatted (oops/WARN) after {secs} s, "
+                    f"console in raw/{self.kernel}/vm-{ph}.log")
+        return f"phase {ph} exited {rc} after {secs} s"
+
+    def status(self, r, ph):
+        if r["status"].startswith("did not finish"):
+            return "did not finish: " + self.rc_text(ph)
+        return r["status"]
+
     def why_missing(self, k):
         r = self.rows.get(k)
         if r:
-            return r["status"]
+            return self.status(r, phase_of(k))
         ph = phase_of(k)
         if ph not in self.rc:
             return f"not run (phase {ph} was not part of this run)"
@@ -382,9 +401,27 @@ def attach_section(runs, out, lines):
         "kernel memory stops shrinking (deferred frees; also waited for before each row, at "
         "most ~15 s). Each engine is attached once on one function first so one-time "
         "setup is not billed to a row.\n")
-    lines.append("Theirs (bare metal): the seed's global trampoline attached 50,000 functions in "
-                 "0.328 s (seed 001); one fentry per function took ~60 s per 1000 functions "
-                 "before the single direct ftrace_ops (seed 001).\n")
+    lines.append("| what | theirs (seed 001, bare metal) | "
+                 + " | ".join(f"ours: {k} (guest)" for k in present) + " |")
+    lines.append("|---|---|" + "---|" * len(present))
+
+    def cell(k, engine, want_all, n=None):
+        for r in runs[k].attach_results:
+            total = runs[k].attach_info["funcs_total"] if runs[k].attach_info else -1
+            if r["engine"] == engine and (r["want"] == total if want_all else r["want"] == n):
+                if r["status"] == "ok":
+                    return (f"{r['attach_s']:.2f} s attach ({r['got']} functions)"
+                            + (f" + {r['load_s']:.2f} s loading programs"
+                               if engine == "fentry" else ""))
+                return runs[k].status(r, r["phase"])
+        return "not measured"
+
+    lines.append("| global trampoline, all functions | 0.328 s for 50,000 functions | "
+                 + " | ".join(cell(k, "global", True) for k in present) + " |")
+    lines.append("| one fentry per function, 1000 functions | ~60 s (before the single "
+                 "direct ftrace_ops) | "
+                 + " | ".join(cell(k, "fentry", False, 1000) for k in present) + " |")
+    lines.append("")
     for k in present:
         a = runs[k].attach_info
         if not a:
@@ -392,11 +429,9 @@ def attach_section(runs, out, lines):
             continue
         lines.append(f"### {k} ({a['kernel']}, guest): {a['funcs_total']} safe traceable "
                      f"functions with up to {a['max_args']} arguments\n")
-        for ph in ("all", "allpf"):
+        for ph in ("attach", "all", "allpf"):
             if ph in runs[k].rc and runs[k].rc[ph][0] != "0":
-                lines.append(f"Phase `{ph}` (attach of all functions) exited "
-                             f"{runs[k].rc[ph][0]} after {runs[k].rc[ph][1]} s "
-                             "(124 = killed at its time limit).\n")
+                lines.append(f"Note: {runs[k].rc_text(ph)}.\n")
         lines.append("| engine | functions | load s | attach s | detach s | kernel mem MB | "
                      "MemAvailable drop MB | left after detach MB | status |")
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -408,7 +443,8 @@ def attach_section(runs, out, lines):
                     f"{r['avail_kb'] / 1024:.1f} | {r['left_kb'] / 1024:.1f} | "
                     f"{status_text(r['status'])} |")
             else:
-                lines.append(f"| {r['engine']} | {r['want']} | | | | | | | {r['status']} |")
+                lines.append(f"| {r['engine']} | {r['want']} | | | | | | | "
+                             f"{runs[k].status(r, r['phase'])} |")
         lines.append("")
         res = {(r["engine"], r["want"]): r for r in runs[k].attach_results
                if r["status"] == "ok"}
@@ -481,6 +517,20 @@ def others_section(out, raw, meta, lines):
         lines.append("")
 
 
+def crashes_section(out, lines):
+    """Guest kernel crashes kept from runs of this harness (bench/results/crashes/)."""
+    d = os.path.join(out, "crashes")
+    if not os.path.isdir(d):
+        return
+    lines.append("## Guest kernel crashes seen while benchmarking\n")
+    lines.append("Console logs kept in `crashes/` (kernel bugs to look at, not results):\n")
+    for name in sorted(os.listdir(d)):
+        text = read_text(os.path.join(d, name)) or ""
+        first = next((ln[2:] for ln in text.splitlines() if ln.startswith("# ")), "")
+        lines.append(f"- [{name}](crashes/{name}): {first.strip()}")
+    lines.append("")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -526,6 +576,7 @@ def main():
     trigger_section(runs, out, lines)
     attach_section(runs, out, lines)
     others_section(out, raw, meta, lines)
+    crashes_section(out, lines)
     with open(os.path.join(out, "REPORT.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return 0
