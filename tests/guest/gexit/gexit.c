@@ -35,7 +35,7 @@
 #include "../lib/counter.h"
 #include "../lib/funcs.h"
 
-#ifndef BPF_F_TRACING_MULTI_GLOBAL
+#ifndef BPFMUX_HAVE_GLOBAL_TRAMP
 int main(void)
 {
 	fprintf(stderr, "gexit: built without the series' UAPI; run 'make kernel'\n");
@@ -379,4 +379,4 @@ int main(int argc, char **argv)
 	btf__free(btf);
 	return check_failures ? 1 : 0;
 }
-#endif /* BPF_F_TRACING_MULTI_GLOBAL */
+#endif /* BPFMUX_HAVE_GLOBAL_TRAMP */

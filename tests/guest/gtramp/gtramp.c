@@ -33,7 +33,7 @@
 #include "../lib/counter.h"
 #include "../lib/funcs.h"
 
-#ifndef BPF_F_TRACING_MULTI_GLOBAL
+#ifndef BPFMUX_HAVE_GLOBAL_TRAMP
 /* Built against a libbpf without the series (kernel tree not patched yet): fail when run. */
 int main(void)
 {
@@ -534,4 +534,4 @@ int main(int argc, char **argv)
 	}
 	return check_failures ? 1 : 0;
 }
-#endif /* BPF_F_TRACING_MULTI_GLOBAL */
+#endif /* BPFMUX_HAVE_GLOBAL_TRAMP */
