@@ -2,9 +2,12 @@
 # Runs inside the guest: every check for the kernel under test, chosen by its name
 # (ours, stock-7.3, stock-6.12). Each file in suite.d/ adds checks with `run NAME CMD...`
 # and reads $kernel to pick what applies. Prints one line per check and
-# "KERNEL: N passed, N failed" last.
+# "KERNEL: N passed, N failed" last. Extra arguments pick parts of suite.d/ by name
+# prefix, e.g. `suite.sh ours 20 25` for the global-trampoline checks only.
 set -u
-kernel=${1:?usage: suite.sh KERNEL}
+kernel=${1:?usage: suite.sh KERNEL [PART...]}
+shift
+parts=("$@")
 case $kernel in
 ours | stock-7.3 | stock-6.12) ;;
 *) echo "suite.sh: unknown kernel $kernel"; exit 2 ;;
@@ -34,7 +37,14 @@ on() {
 }
 
 echo "guest: $(uname -r) on $(nproc) CPUs"
+picked() {
+	local p
+	[ ${#parts[@]} = 0 ] && return 0
+	for p in "${parts[@]}"; do [[ $(basename "$1") == "$p"* ]] && return 0; done
+	return 1
+}
 for part in "$here"/suite.d/*.sh; do
+	picked "$part" || continue
 	# shellcheck source=/dev/null
 	. "$part"
 done
