@@ -17,7 +17,7 @@ fi
 passed=0 failed=0
 for k in "$@"; do
 	log=$(mktemp)
-	"$repo/vm/run" --kernel "$k" --timeout 600 -- "$here/suite.sh" "$k" 2>&1 | tee "$log"
+	"$repo/vm/run" --kernel "$k" --timeout 1500 -- "$here/suite.sh" "$k" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	# Take the counts the guest printed; a guest that died before printing them fails.
 	counts=$(grep -E "^$k: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n1)

@@ -1,7 +1,18 @@
 # bpfmux trace: exact counts on every engine the kernel has, globs of hundreds of
-# functions, per-call events, clear errors. The checks live in trace/check.py.
+# functions, per-call events, clear errors, refused functions skipped by name, nothing
+# left attached after an error or a signal. The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
+# Our kernel: the series' global trampoline (fexit.multi next to fentry.multi for the
+# exit side), and the automatic choice must take it.
+if on ours; then
+	run trace-count-global tc count global
+	run trace-latency-global tc count global --latency
+	run trace-glob-global tc glob global 300 'vfs_*' '__x64_sys_*'
+	run trace-args-global tc args global
+	run trace-refused-global tc refused global
+	run trace-sigterm-global tc sigterm global 'vfs_*'
+fi
 # Our kernel and stock 7.3: tracing_multi (fsession.multi for latency), kprobe.multi/
 # kprobe.session, one fentry(+fexit) per function; the automatic choice too.
 if on ours stock-7.3; then
@@ -11,6 +22,9 @@ if on ours stock-7.3; then
 	done
 	run trace-glob-tracing-multi tc glob tracing-multi 300 'vfs_*' '__x64_sys_*'
 	run trace-args-tracing-multi tc args tracing-multi
+	run trace-refused-tracing-multi tc refused tracing-multi
+	run trace-refused-all-tracing-multi tc refused-all tracing-multi
+	run trace-sigterm-tracing-multi tc sigterm tracing-multi 'vfs_*'
 fi
 # Stock 6.12 has no tracing_multi: the automatic choice falls back to kprobe.multi.
 if on stock-6.12; then
@@ -25,4 +39,10 @@ run trace-glob-kprobe-multi tc glob kprobe-multi 300 'vfs_*' '__x64_sys_*'
 run trace-glob-fentry-each tc glob fentry-each 50 'vfs_*' __x64_sys_getpgid
 run trace-args-kprobe-multi tc args kprobe-multi
 run trace-args-fentry-each tc args fentry-each
+run trace-refused-kprobe-multi tc refused kprobe-multi
+run trace-refused-fentry-each tc refused fentry-each
+run trace-refused-all-fentry-each tc refused-all fentry-each
+# fentry-each loads a program per function: a long attach to interrupt.
+run trace-sigint-fentry-each tc sigint fentry-each 'vfs_*' '__x64_sys_*'
+run trace-sigterm-kprobe-multi tc sigterm kprobe-multi 'vfs_*'
 run trace-unknown-function tc unknown

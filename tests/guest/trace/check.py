@@ -10,16 +10,36 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
   args ENGINE                --args on getpgid 3x: 3 entry and 3 exit events, in order
   unknown                    an unknown function: exit status != 0, a clear message
   unavailable ENGINE         a forced engine the kernel lacks: exit != 0, says why
+  refused ENGINE             exact names with a notrace one (the kernel refuses it at attach,
+                             found by bisection) and migrate_disable (denied): the rest attach
+                             and count exactly, a warning names each refused one
+  refused-all ENGINE         only names the kernel refuses: exit != 0, says so
+  sigint ENGINE PATTERN      SIGINT while a long attach is under way: bpfmux stops the
+                             attach, exits 130, and no link of it stays in the kernel
+  sigterm ENGINE PATTERN     SIGTERM while tracing: a normal stop (summary, exit 0)
+
+Every check that starts bpfmux also checks that no `bpfmux trace` link is left in the
+kernel afterwards (trace-links, next to TRIGGER: walks BPF_LINK_GET_NEXT_ID).
 
 ENGINE "auto" lets bpfmux choose; the expected choice is read from `bpfmux features`.
 Each check prints "ok - ..." or "FAIL - ..." lines; exit status 0 when all hold.
 """
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 GETPGID, GETPRIORITY = 1000, 500
+# Not traceable, but in BTF: noinstr (no ftrace site), so only the kernel's attach
+# says no; and one on the verifier's deny list, which bpfmux refuses itself.
+NOTRACE, DENIED = "do_syscall_64", "migrate_disable"
+# bpfmux trace's programs are all called trace_* (kernel names keep 15 bytes).
+PROG_PREFIX = "trace_"
 failures = 0
+links_tool = None
 
 
 def check(ok, msg):
@@ -28,10 +48,31 @@ def check(ok, msg):
     failures += not ok
 
 
+def trace_links():
+    """Links of bpfmux trace programs in the kernel now (any holder)."""
+    p = subprocess.run([links_tool, PROG_PREFIX], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"trace-links failed: {p.stderr.strip()}")
+    return [line for line in p.stdout.splitlines() if not line.startswith("links:")]
+
+
+def check_nothing_attached(what):
+    # The links close with bpfmux's descriptors; give the kernel's release a moment.
+    left = trace_links()
+    for _ in range(50):
+        if not left:
+            break
+        time.sleep(0.1)
+        left = trace_links()
+    check(not left, f"no bpfmux trace link left in the kernel after {what} ({len(left)} left: "
+          f"{left[:3]})")
+
+
 def run(bpfmux, args, timeout=600):
     p = subprocess.run([bpfmux, "trace", *args], capture_output=True, text=True, timeout=timeout)
     for line in p.stderr.splitlines():
         print(f"  stderr: {line}")
+    check_nothing_attached(f"bpfmux trace exited {p.returncode}")
     return p
 
 
@@ -140,10 +181,128 @@ def t_unavailable(bpfmux, trigger, engine):
     check(f"engine {engine} is not available" in p.stderr, "the error says the engine is unavailable")
 
 
+def listed(bpfmux, pattern, n):
+    """The first n functions `bpfmux trace --list` selects for pattern."""
+    p = subprocess.run([bpfmux, "trace", "--list", pattern], capture_output=True, text=True)
+    check(p.returncode == 0, f"bpfmux trace --list {pattern} exits 0 (got {p.returncode})")
+    names = p.stdout.split()
+    check(len(names) >= n, f"--list {pattern}: {len(names)} functions (want >= {n})")
+    return names[:n]
+
+
+def t_refused(bpfmux, trigger, engine):
+    good = ["__x64_sys_getpgid", "__x64_sys_getpriority"]
+    good += [n for n in listed(bpfmux, "vfs_*", 20) if n not in good]
+    # The refused names first: more of them than attach before them.
+    names = [NOTRACE, DENIED, *good]
+    _, s = traced(bpfmux, trigger, engine, [], names, f"getpgid {GETPGID} getpriority {GETPRIORITY}")
+    if not s:
+        return
+    check_engine(bpfmux, engine, s)
+    check(s["functions_attached"] == len(good),
+          f"{s['functions_attached']} functions attached (want {len(good)})")
+    skipped = {k["function"]: k["reason"] for k in s.get("skipped", [])}
+    check(set(skipped) == {NOTRACE, DENIED}, f"skipped {skipped} (want {NOTRACE}, {DENIED})")
+    check("refused at attach" in skipped.get(NOTRACE, ""),
+          f"{NOTRACE}: refused by the kernel at attach ({skipped.get(NOTRACE)})")
+    for name, want in [("__x64_sys_getpgid", GETPGID), ("__x64_sys_getpriority", GETPRIORITY)]:
+        got = calls(s, name).get("calls")
+        check(got == want, f"{name}: {got} calls counted (want {want})")
+
+
+def t_refused_all(bpfmux, trigger, engine):
+    p = run(bpfmux, [*engine_args(engine), "--json", "-d", "1", NOTRACE, "vfs_caches_init"])
+    check(p.returncode != 0, f"only refused functions: exit {p.returncode} (want != 0)")
+    check("refused every function" in p.stderr, "the error says the kernel refused every function")
+
+
+class Running:
+    """bpfmux trace in the background, its stderr collected line by line."""
+
+    def __init__(self, args):
+        print(f"  running {' '.join(args)}")
+        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.err = []
+        self.reader = threading.Thread(target=lambda: self.err.extend(self.p.stderr), daemon=True)
+        self.reader.start()
+        self.out = ""
+
+    def wait_for(self, cond, timeout=300):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.p.poll() is None:
+            if cond():
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self, sig, timeout=120):
+        """Sends sig, waits for the exit; returns (exit status, seconds it took)."""
+        t0 = time.monotonic()
+        self.p.send_signal(sig)
+        # communicate() reads stderr too, racing the reader thread: keep what it got.
+        try:
+            self.out, rest = self.p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.out, rest = self.p.communicate()
+            check(False, f"bpfmux trace did not stop within {timeout} s of signal {sig}")
+        self.reader.join(10)
+        if rest:
+            self.err.extend(rest.splitlines(keepends=True))
+        for line in self.err:
+            print(f"  stderr: {line.rstrip()}")
+        return self.p.returncode, time.monotonic() - t0
+
+    def stderr(self):
+        return "".join(self.err)
+
+
+def t_sigint(bpfmux, trigger, engine, *patterns):
+    """SIGINT in the middle of a long attach (fentry-each: a program per function).
+
+    The engine loads every program before it creates the links, so counting links races
+    with a burst; the signal goes one second after bpfmux announces the function set
+    instead, with patterns wide enough that the attach takes several seconds."""
+    r = Running([bpfmux, "trace", *engine_args(engine), "--json", "-d", "30", *patterns])
+    announced = r.wait_for(lambda: "functions with engine" in r.stderr())
+    time.sleep(1.0)
+    seen = [len(trace_links())]
+    under_way = announced and "bpfmux trace: attached" not in r.stderr()
+    check(under_way, f"attach under way: {seen[0]} links when interrupting")
+    rc, took = r.stop(signal.SIGINT)
+    err = r.stderr()
+    check(rc == 128 + signal.SIGINT,
+          f"exit status {rc} (want {128 + signal.SIGINT}) {took:.1f} s after SIGINT")
+    check("while attaching" in err and "detached" in err, "it says the attach was abandoned")
+    check("bpfmux trace: attached" not in err, "the attach did not run to its end")
+    check_nothing_attached("SIGINT during the attach")
+
+
+def t_sigterm(bpfmux, trigger, engine, pattern):
+    """SIGTERM while tracing: the same stop as the end of --duration."""
+    r = Running([bpfmux, "trace", *engine_args(engine), "--json", pattern])
+    attached = r.wait_for(lambda: "bpfmux trace: attached" in r.stderr())
+    n = len(trace_links())
+    check(attached and n >= 1, f"tracing, with {n} links in the kernel")
+    rc, _ = r.stop(signal.SIGTERM)
+    check(rc == 0, f"exit status {rc} after SIGTERM while tracing (want 0)")
+    try:
+        _, s = parse(r.out)
+    except json.JSONDecodeError as e:
+        s = None
+        check(False, f"output is JSON lines ({e})")
+    check(s is not None and s["detach_ms"] > 0, "a summary with the detach time ends the output")
+    check_nothing_attached("SIGTERM while tracing")
+
+
 def main():
+    global links_tool
     bpfmux, trigger, what, *rest = sys.argv[1:]
+    links_tool = os.path.join(os.path.dirname(trigger), "trace-links")
+    check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown,
-     "unavailable": t_unavailable}[what](bpfmux, trigger, *rest)
+     "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
+     "sigint": t_sigint, "sigterm": t_sigterm}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 
 

@@ -5,16 +5,17 @@ use std::ffi::CString;
 use std::io::{IsTerminal, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use bpfmux::symbolize::{KernelSymbolizer, SymResult, UserSymbolizer};
-use bpfmux::trace::engine::EngineKind;
+use bpfmux::trace::engine::{Control, EngineKind, Interrupted};
 use bpfmux::trace::events::{self, Event, FuncStats};
 use bpfmux::trace::output;
 use bpfmux::trace::pattern::Pattern;
 use bpfmux::trace::program::Filters;
+use bpfmux::trace::select::{self as selection, SelectOptions};
 use bpfmux::trace::{self, TraceOptions, Tracer};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -27,8 +28,13 @@ Patterns: exact names (vfs_read), globs (vfs_*, tcp_?endmsg, ext4_[rw]*),
 module-qualified (nf_conntrack:nf_ct_*, vmlinux:ksys_*). Globs keep only
 functions ftrace can attach and a trampoline can take, with unique names;
 -v says what was dropped and why. Exact names skip that work and go to the
-kernel directly; a refused exact name is an error, a refused glob match is
-dropped with a warning.
+kernel directly. A function the kernel refuses to attach is skipped with a
+warning naming it and the rest is attached (an unknown name is an error).
+
+Ctrl-C (or SIGTERM) stops tracing, or abandons an attach in progress; either
+way everything attached is detached before bpfmux exits (status 130/143 when
+the attach was abandoned). A second Ctrl-C exits at once; the kernel then
+detaches what is left, since nothing is pinned.
 
 Engines (default: the first one the kernel accepts, by probing):
   global         this series' global trampoline (tracing_multi + BPF_F_TRACING_MULTI_GLOBAL)
@@ -44,11 +50,21 @@ Examples:
   bpfmux trace --stacks __x64_sys_openat --comm bash
                                              who calls it, kernel and user stacks
   bpfmux trace -c 'ls -l /' 'ksys_*' --json  trace one command, JSON lines out
-  bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)")]
+  bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)
+  bpfmux trace --list 'tcp_*'                the functions a pattern selects, no attach
+  bpfmux trace -f funcs.txt -d 5             patterns from a file, one per line")]
 pub struct Args {
     /// Functions to trace (exact names, globs, module:glob).
-    #[arg(required = true, value_name = "PATTERN")]
+    #[arg(value_name = "PATTERN", required_unless_present = "from_file")]
     patterns: Vec<String>,
+    /// Read more patterns from this file, one per line ('#' starts a
+    /// comment; '-' reads standard input).
+    #[arg(short = 'f', long, value_name = "FILE")]
+    from_file: Option<std::path::PathBuf>,
+    /// Print the functions the patterns select (one per line, `module:name`
+    /// for modules) and exit without attaching.
+    #[arg(short = 'L', long)]
+    list: bool,
     /// Leave out functions matching this pattern (repeatable).
     #[arg(short = 'x', long = "exclude", value_name = "PATTERN")]
     excludes: Vec<String>,
@@ -95,17 +111,35 @@ pub struct Args {
     verbose: u8,
 }
 
+/// Set by the first SIGINT/SIGTERM/SIGHUP: stop tracing, or abandon the attach.
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Which signal set STOP.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
+    STOP_SIGNAL.store(sig, Ordering::Relaxed);
     STOP.store(true, Ordering::Relaxed);
 }
 
-fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
-        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+/// One-shot handlers (SA_RESETHAND): the first signal asks for a clean stop,
+/// a second one of the same kind kills the process, and the kernel closes
+/// the links with the descriptors (nothing is pinned).
+fn install_signal_handlers() -> anyhow::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction plus handler and flags is valid; the
+        // handler only stores to atomics (async-signal-safe).
+        let r = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error()).context("installing signal handlers");
+        }
     }
+    Ok(())
 }
 
 /// A command forked before attaching, held at a pipe until we are ready,
@@ -219,6 +253,22 @@ fn parse_patterns(v: &[String]) -> anyhow::Result<Vec<Pattern>> {
         .collect()
 }
 
+/// Patterns of a file (or stdin for "-"): one per line, '#' comments.
+fn read_pattern_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let text = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading patterns from stdin")?
+    } else {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("reading patterns from {}", path.display()))?
+    };
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
 fn terminal_rows() -> usize {
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     // SAFETY: TIOCGWINSZ fills a winsize.
@@ -265,9 +315,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.comm.as_ref().is_some_and(|c| c.len() > 15) {
         bail!("--comm: a task name has at most 15 bytes");
     }
+    let mut patterns = args.patterns.clone();
+    if let Some(f) = &args.from_file {
+        patterns.extend(read_pattern_file(f)?);
+    }
+    if patterns.is_empty() {
+        bail!("no patterns given");
+    }
+    if args.list {
+        return list(&args, &patterns);
+    }
+    install_signal_handlers()?;
     let mut child = args.command.as_deref().map(Child::spawn).transpose()?;
     let opts = TraceOptions {
-        patterns: parse_patterns(&args.patterns)?,
+        patterns: parse_patterns(&patterns)?,
         excludes: parse_patterns(&args.excludes)?,
         engine,
         latency: args.latency,
@@ -280,7 +341,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             comm: args.comm.clone(),
         },
     };
-    install_signal_handlers();
 
     let plan = trace::plan(opts)?;
     let sel = &plan.selection;
@@ -326,24 +386,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ProgressBar::hidden()
     };
     let progress = |k: usize| bar.inc(k as u64);
-    let mut tracer = plan.attach(&progress)?;
+    let ctl = Control {
+        progress: &progress,
+        cancel: &STOP,
+    };
+    let mut tracer = match plan.attach(ctl) {
+        Ok(t) => t,
+        Err(e) if e.chain().any(|c| c.is::<Interrupted>()) => {
+            // Everything attached is closed by now (Plan::attach's promise).
+            bar.finish_and_clear();
+            drop(child);
+            let sig = STOP_SIGNAL.load(Ordering::Relaxed);
+            eprintln!(
+                "bpfmux trace: stopped by signal {sig} while attaching; \
+                 everything attached so far was detached"
+            );
+            std::process::exit(128 + sig);
+        }
+        Err(e) => return Err(e),
+    };
     bar.finish_and_clear();
-    let refused: Vec<_> = tracer
-        .selection
-        .dropped
-        .iter()
-        .filter(|d| matches!(d.reason, trace::select::DropReason::AttachRefused(_)))
-        .collect();
-    for d in refused
-        .iter()
-        .take(if args.verbose > 1 { usize::MAX } else { 10 })
-    {
-        eprintln!("bpfmux trace: warning: skipped {}: {}", d.name, d.reason);
-    }
-    if refused.len() > 10 && args.verbose < 2 {
+    let warnings: Vec<_> = tracer.warnings().collect();
+    let shown = if args.verbose > 1 { usize::MAX } else { 10 };
+    for d in warnings.iter().take(shown) {
         eprintln!(
-            "bpfmux trace: warning: ... {} more refused (-vv lists all)",
-            refused.len() - 10
+            "bpfmux trace: warning: skipped {}: {}",
+            d.display_name(),
+            d.reason
+        );
+    }
+    if warnings.len() > shown {
+        eprintln!(
+            "bpfmux trace: warning: ... {} more skipped (-vv lists all)",
+            warnings.len() - shown
         );
     }
     eprintln!(
@@ -361,6 +436,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let detach = tracer.detach();
     let loop_out = result?;
     summarize(&args, &tracer, detach, loop_out, child.as_ref())
+}
+
+/// `--list`: the selection only, no engine, nothing loaded.
+fn list(args: &Args, patterns: &[String]) -> anyhow::Result<()> {
+    let sel = selection::select(
+        &parse_patterns(patterns)?,
+        &parse_patterns(&args.excludes)?,
+        SelectOptions {
+            needs_exit: args.latency || args.args,
+        },
+    )?;
+    let mut out = std::io::stdout().lock();
+    for f in &sel.funcs {
+        writeln!(out, "{}", f.display_name())?;
+    }
+    out.flush()?;
+    eprintln!(
+        "bpfmux trace: {} functions selected, {} dropped{}",
+        sel.funcs.len(),
+        sel.dropped.len(),
+        if args.verbose == 0 && !sel.dropped.is_empty() {
+            " (-v: why)"
+        } else {
+            ""
+        }
+    );
+    if args.verbose > 0 {
+        report_drops(&sel.dropped, args.verbose);
+    }
+    Ok(())
 }
 
 fn report_drops(dropped: &[trace::select::Dropped], verbose: u8) {
@@ -528,6 +633,10 @@ fn summarize(
             "engine": t.engine,
             "functions_attached": t.nr_attached(),
             "functions_dropped": t.selection.dropped.len(),
+            "skipped": t.warnings().map(|d| json!({
+                "function": d.display_name(),
+                "reason": d.reason.to_string(),
+            })).collect::<Vec<_>>(),
             "links": t.nr_links(),
             "select_ms": ms(t.select_time),
             "prepare_ms": ms(t.prepare_time),

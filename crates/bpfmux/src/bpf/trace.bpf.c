@@ -13,8 +13,13 @@
  *   trace_multi_session  fsession.multi tracing_multi link, entry + exit
  *   trace_kprobe_entry   kprobe.multi   counts only
  *   trace_kprobe_session kprobe.session entry + exit
+ *   trace_multi_exit     fexit.multi    global trampoline's exit side (it has no
+ *                                       fsession.multi), paired with trace_multi_entry
  *   trace_fentry         fentry         template, one copy per function
  *   trace_fexit          fexit          template, one copy per function
+ * Where entry and exit are two programs (fentry + fexit, fentry.multi +
+ * fexit.multi) the entry pushes a frame on a per-thread call stack and the
+ * exit pops it, which gives the duration.
  * The .multi sections are newer than the vendored libbpf: the loader sets
  * their program type and expected attach type itself.
  */
@@ -48,6 +53,8 @@ const volatile char filter_comm[16];
 const volatile bool want_latency;
 const volatile bool want_kstack;
 const volatile bool want_ustack;
+/* Entry and exit are separate programs: the entry pushes call frames. */
+const volatile bool pair_entry_exit;
 
 /* Sizes below are placeholders: the loader sets them from the function set. */
 struct {
@@ -275,6 +282,67 @@ static __always_inline void kprobe_args(struct pt_regs *regs, __u64 *args)
 	args[5] = regs->r9;
 }
 
+/*
+ * Entry half of a two-program pairing: remember when this thread entered
+ * the function, for the exit program of the same function.
+ */
+static __always_inline void push_frame(__u64 cookie)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call_stack *cs;
+
+	if (!want_latency && !(cookie & TRACE_COOKIE_CAPTURE))
+		return;
+	cs = bpf_map_lookup_elem(&call_stacks, &tid);
+	if (!cs) {
+		struct call_stack empty = {};
+
+		bpf_map_update_elem(&call_stacks, &tid, &empty, F_NOEXIST);
+		cs = bpf_map_lookup_elem(&call_stacks, &tid);
+		if (!cs)
+			return;
+	}
+	if (cs->depth >= TRACE_MAX_DEPTH) {
+		count_lost(TRACE_LOST_DEPTH);
+		return;
+	}
+	cs->func[cs->depth & (TRACE_MAX_DEPTH - 1)] = (__u32)cookie;
+	cs->ts[cs->depth & (TRACE_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
+	cs->depth++;
+}
+
+/* Exit half: find this function's frame, pop it, record the call's end. */
+static __always_inline void pop_frame_on_exit(void *ctx, __u64 cookie)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call_stack *cs = bpf_map_lookup_elem(&call_stacks, &tid);
+	__u64 ret = 0, start = 0;
+
+	if (!cs)
+		return;
+	/*
+	 * Find this function's frame from the top; frames above it lost their
+	 * exit (not attached, or nesting overflowed) and are dropped with it.
+	 */
+	for (int i = 0; i < TRACE_MAX_DEPTH; i++) {
+		__u32 d = cs->depth;
+		__u32 j;
+
+		if (i >= d)
+			return;
+		j = (d - 1 - i) & (TRACE_MAX_DEPTH - 1);
+		if (cs->func[j] == (__u32)cookie) {
+			start = cs->ts[j];
+			cs->depth = j;
+			break;
+		}
+	}
+	if (!start)
+		return;
+	bpf_get_func_ret(ctx, &ret);
+	on_exit(cookie, start, ret);
+}
+
 SEC("fentry.multi")
 int trace_multi_entry(void *ctx)
 {
@@ -285,6 +353,15 @@ int trace_multi_entry(void *ctx)
 	if (cookie & TRACE_COOKIE_CAPTURE)
 		tramp_args(ctx, args);
 	on_entry(ctx, cookie, args);
+	if (pair_entry_exit)
+		push_frame(cookie);
+	return 0;
+}
+
+SEC("fexit.multi")
+int trace_multi_exit(void *ctx)
+{
+	pop_frame_on_exit(ctx, bpf_get_attach_cookie(ctx));
 	return 0;
 }
 
@@ -351,65 +428,19 @@ SEC("fentry")
 int trace_fentry(void *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS];
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct call_stack *cs;
 
 	if (!pass_filters())
 		return 0;
 	if (cookie & TRACE_COOKIE_CAPTURE)
 		tramp_args(ctx, args);
 	on_entry(ctx, cookie, args);
-	if (!want_latency && !(cookie & TRACE_COOKIE_CAPTURE))
-		return 0;
-	/* remember the entry for the fexit copy of this function */
-	cs = bpf_map_lookup_elem(&call_stacks, &tid);
-	if (!cs) {
-		struct call_stack empty = {};
-
-		bpf_map_update_elem(&call_stacks, &tid, &empty, F_NOEXIST);
-		cs = bpf_map_lookup_elem(&call_stacks, &tid);
-		if (!cs)
-			return 0;
-	}
-	if (cs->depth >= TRACE_MAX_DEPTH) {
-		count_lost(TRACE_LOST_DEPTH);
-		return 0;
-	}
-	cs->func[cs->depth & (TRACE_MAX_DEPTH - 1)] = (__u32)cookie;
-	cs->ts[cs->depth & (TRACE_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
-	cs->depth++;
+	push_frame(cookie);
 	return 0;
 }
 
 SEC("fexit")
 int trace_fexit(void *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx), ret = 0, start = 0;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct call_stack *cs = bpf_map_lookup_elem(&call_stacks, &tid);
-
-	if (!cs)
-		return 0;
-	/*
-	 * Find this function's frame from the top; frames above it lost their
-	 * exit (not attached, or nesting overflowed) and are dropped with it.
-	 */
-	for (int i = 0; i < TRACE_MAX_DEPTH; i++) {
-		__u32 d = cs->depth;
-		__u32 j;
-
-		if (i >= d)
-			return 0;
-		j = (d - 1 - i) & (TRACE_MAX_DEPTH - 1);
-		if (cs->func[j] == (__u32)cookie) {
-			start = cs->ts[j];
-			cs->depth = j;
-			break;
-		}
-	}
-	if (!start)
-		return 0;
-	bpf_get_func_ret(ctx, &ret);
-	on_exit(cookie, start, ret);
+	pop_frame_on_exit(ctx, bpf_get_attach_cookie(ctx));
 	return 0;
 }

@@ -160,6 +160,10 @@ impl KernelBtfs {
     pub fn get(&self, scope: &Scope) -> Option<&BtfObj> {
         self.objects().find(|o| &o.scope == scope)
     }
+
+    pub fn vmlinux(&self) -> &BtfObj {
+        &self.vmlinux
+    }
 }
 
 /// A raw `struct btf_type` and the `struct btf_param`s after it.
@@ -240,6 +244,15 @@ impl BtfObj {
                 }
             }
         }
+    }
+
+    /// Every FUNC name of this object with its id, for many lookups.
+    pub fn func_index(&self) -> std::collections::HashMap<String, u32> {
+        let mut m = std::collections::HashMap::new();
+        self.for_each_func(|id, name| {
+            m.entry(name.to_string()).or_insert(id);
+        });
+        m
     }
 
     /// The FUNC named `name` in this object. pahole drops functions whose

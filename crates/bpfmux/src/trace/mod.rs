@@ -8,7 +8,8 @@
 //! 3. [`engine`]: the mechanism, chosen by probing the kernel (or forced).
 //! 4. [`program`]: the BPF object, its maps sized for the set, program copies.
 //! 5. `Engine::attach`: links (all or nothing per link; refused functions
-//!    isolated by bisection and dropped, unless named exactly).
+//!    isolated by bisection and dropped with a warning; cancellable, and
+//!    nothing stays attached after an error or a cancel).
 //! 6. [`events`]: counters, histograms, per-call events, stacks.
 //! 7. [`output`]: tables, text lines, JSON.
 
@@ -24,10 +25,10 @@ pub mod select;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use libbpf_rs::libbpf_sys;
 
-use engine::{Engine, EngineKind, Targets};
+use engine::{Control, Engine, EngineKind, Targets};
 use events::{Reader, Snapshot};
 use pattern::Pattern;
 use program::{Filters, ObjectConfig, TraceObject};
@@ -103,8 +104,9 @@ pub struct Tracer {
 }
 
 impl Plan {
-    /// Loads and attaches. On error nothing stays attached.
-    pub fn attach(self, progress: engine::Progress<'_>) -> anyhow::Result<Tracer> {
+    /// Loads and attaches. On error, or when `ctl.cancel` is set before it
+    /// is done ([`engine::Interrupted`]), nothing stays attached.
+    pub fn attach(self, ctl: Control<'_>) -> anyhow::Result<Tracer> {
         let Plan {
             opts,
             mut selection,
@@ -148,19 +150,11 @@ impl Plan {
         let mut backend = engine::new_engine(kind);
         let t1 = Instant::now();
         let refused = backend
-            .attach(&obj, &targets, progress)
+            .attach(&obj, &targets, ctl)
             .with_context(|| format!("attaching with engine {kind}"))?;
         let attach_time = t1.elapsed();
-        // Functions named exactly were asked for: refusing one is an error.
-        if let Some(r) = refused.iter().find(|r| selection.funcs[r.index].exact) {
-            let name = selection.funcs[r.index].display_name();
-            backend.detach();
-            bail!(
-                "the kernel refused to attach {name} with engine {kind}: {} \
-                 (everything attached was detached)",
-                r.error
-            );
-        }
+        // Refused functions (named exactly or not) are skipped: the caller
+        // warns about each, the rest stays attached (what retsnoop does).
         let mut attached = vec![true; n];
         for r in &refused {
             attached[r.index] = false;
@@ -169,6 +163,7 @@ impl Plan {
                 scope: f.scope.clone(),
                 name: f.name.clone(),
                 reason: DropReason::AttachRefused(r.error.clone()),
+                exact: f.exact,
             });
         }
         let reader = Reader::new(n, opts.latency)?;
@@ -190,6 +185,15 @@ impl Plan {
 }
 
 impl Tracer {
+    /// Functions the user should hear about even without `-v`: refused by
+    /// the kernel at attach, or named exactly and dropped by the selection.
+    pub fn warnings(&self) -> impl Iterator<Item = &Dropped> {
+        self.selection
+            .dropped
+            .iter()
+            .filter(|d| d.exact || matches!(d.reason, DropReason::AttachRefused(_)))
+    }
+
     pub fn nr_attached(&self) -> usize {
         self.attached.iter().filter(|&&a| a).count()
     }

@@ -26,6 +26,8 @@ use crate::bpf::trace as skel;
 pub enum Entry {
     MultiEntry,
     MultiSession,
+    /// fexit.multi, for the global backend (no fsession there).
+    MultiExit,
     KprobeEntry,
     KprobeSession,
     Fentry,
@@ -33,9 +35,10 @@ pub enum Entry {
 }
 
 impl Entry {
-    const ALL: [Entry; 6] = [
+    const ALL: [Entry; 7] = [
         Entry::MultiEntry,
         Entry::MultiSession,
+        Entry::MultiExit,
         Entry::KprobeEntry,
         Entry::KprobeSession,
         Entry::Fentry,
@@ -46,6 +49,7 @@ impl Entry {
         match self {
             Entry::MultiEntry => "trace_multi_entry",
             Entry::MultiSession => "trace_multi_session",
+            Entry::MultiExit => "trace_multi_exit",
             Entry::KprobeEntry => "trace_kprobe_entry",
             Entry::KprobeSession => "trace_kprobe_session",
             Entry::Fentry => "trace_fentry",
@@ -275,6 +279,7 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> anyh
         filter_comm: comm,
         want_kstack: cfg.kstack,
         want_ustack: cfg.ustack,
+        pair_entry_exit: cfg.pair_entry_exit,
     };
     // The section may end before the struct's trailing padding: copy the
     // bytes that exist (every field is inside the section).

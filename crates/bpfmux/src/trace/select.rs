@@ -8,9 +8,11 @@
 //! function for tracing programs. Each drop keeps its reason for `-v`.
 //!
 //! Exact names skip the text listings altogether (no available_filter_functions,
-//! no kallsyms): only the BTF lookup runs, and the kernel itself says no at
-//! attach time if it cannot trace one. They are errors, not drops, when they
-//! fail: the user asked for them by name.
+//! no kallsyms): only the BTF lookup runs (through a name index when there
+//! are many), and the kernel itself says no at attach time if it cannot
+//! trace one. A name that is not in BTF at all is an error (a typo, or a
+//! module not loaded); a known function that cannot be traced is dropped
+//! like a glob match, marked `exact` so the user is warned about it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -107,6 +109,18 @@ pub struct Dropped {
     pub scope: Scope,
     pub name: String,
     pub reason: DropReason,
+    /// Named exactly by the user: always worth a warning.
+    pub exact: bool,
+}
+
+impl Dropped {
+    /// `name` for vmlinux, `module:name` otherwise.
+    pub fn display_name(&self) -> String {
+        match &self.scope {
+            Scope::Vmlinux => self.name.clone(),
+            Scope::Module(m) => format!("{m}:{}", self.name),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -146,15 +160,33 @@ pub enum SelectError {
     NoModule(String),
     #[error("unknown function {0:?}: not in kernel BTF")]
     Unknown(String),
-    #[error("cannot trace {name}: {reason}")]
-    Refused { name: String, reason: DropReason },
     #[error("pattern {0:?} matches no kernel function")]
     NoMatch(String),
-    #[error(
-        "no traceable function left after filtering ({dropped} matched, all dropped; -v says why)"
-    )]
-    AllDropped { dropped: usize },
+    #[error("no traceable function left after filtering ({} matched, all dropped{})",
+        .dropped.len(), dropped_names(.dropped))]
+    AllDropped { dropped: Vec<Dropped> },
 }
+
+/// A few of the dropped functions with their reasons, for an error message.
+fn dropped_names(d: &[Dropped]) -> String {
+    const SHOWN: usize = 5;
+    if d.is_empty() {
+        return String::new();
+    }
+    let mut s: Vec<String> = d
+        .iter()
+        .take(SHOWN)
+        .map(|d| format!("{}: {}", d.display_name(), d.reason))
+        .collect();
+    if d.len() > SHOWN {
+        s.push(format!("... {} more; -v says why", d.len() - SHOWN));
+    }
+    format!(": {}", s.join("; "))
+}
+
+/// Above this many exact names, one pass over BTF builds a name index
+/// instead of a lookup per name (libbpf's search is linear).
+const EXACT_INDEX_FROM: usize = 16;
 
 /// What the engine will need: exit probes are refused on `__noreturn` functions.
 #[derive(Clone, Copy, Debug, Default)]
@@ -192,11 +224,16 @@ pub fn select(
 
     let excluded = |scope: &Scope, name: &str| excludes.iter().any(|x| x.matches(scope, name));
     let mut exact: Vec<Func> = Vec::new();
+    let mut exact_dropped: Vec<Dropped> = Vec::new();
     let mut candidates: Vec<Candidate> = Vec::new();
+    let exact_count = patterns.iter().filter(|p| p.is_exact()).count();
+    let index = (exact_count >= EXACT_INDEX_FROM).then(|| btfs.vmlinux().func_index());
     for p in patterns.iter().filter(|p| p.is_exact()) {
-        let f = find_exact(&mut btfs, &modules, p)?;
-        if !excluded(&f.scope, &f.name) {
-            exact.push(f);
+        match find_exact(&mut btfs, &modules, p, index.as_ref())? {
+            Ok(f) if !excluded(&f.scope, &f.name) => exact.push(f),
+            Ok(_) => {}
+            Err(d) if !excluded(&d.scope, &d.name) => exact_dropped.push(d),
+            Err(_) => {}
         }
     }
     let globs: Vec<&Pattern> = patterns.iter().filter(|p| !p.is_exact()).collect();
@@ -243,9 +280,16 @@ pub fn select(
         sel.dropped = dropped;
     }
     merge_exact(&mut sel.funcs, exact);
+    // A name both globbed and given exactly is dropped once, as exact.
+    sel.dropped.retain(|d| {
+        !exact_dropped
+            .iter()
+            .any(|e| e.scope == d.scope && e.name == d.name)
+    });
+    sel.dropped.extend(exact_dropped);
     if sel.funcs.is_empty() {
         return Err(SelectError::AllDropped {
-            dropped: sel.dropped.len(),
+            dropped: sel.dropped,
         });
     }
     Ok(sel)
@@ -260,7 +304,15 @@ pub struct Candidate {
     pub proto: Result<Proto, String>,
 }
 
-fn find_exact(btfs: &mut KernelBtfs, modules: &[String], p: &Pattern) -> Result<Func, SelectError> {
+/// The FUNC a pattern names exactly: `Ok(Ok(func))`, `Ok(Err(dropped))`
+/// when it exists but cannot be traced, an error when no BTF has it.
+/// `index` maps vmlinux FUNC names to ids (when there are many names).
+fn find_exact(
+    btfs: &mut KernelBtfs,
+    modules: &[String],
+    p: &Pattern,
+    index: Option<&HashMap<String, u32>>,
+) -> Result<Result<Func, Dropped>, SelectError> {
     let scopes: Vec<Scope> = match &p.scope {
         Some(s) => vec![s.clone()],
         None => std::iter::once(Scope::Vmlinux)
@@ -274,28 +326,34 @@ fn find_exact(btfs: &mut KernelBtfs, modules: &[String], p: &Pattern) -> Result<
         let Some(obj) = btfs.get(&scope) else {
             continue;
         };
-        let Some(f) = obj.find_func(&p.name).and_then(|id| obj.func(id)) else {
+        let id = match (&scope, index) {
+            (Scope::Vmlinux, Some(ix)) => ix.get(&p.name).copied(),
+            _ => obj.find_func(&p.name),
+        };
+        let Some(f) = id.and_then(|id| obj.func(id)) else {
             continue;
         };
-        let name = p.to_string();
-        let proto = f.proto.map_err(|why| SelectError::Refused {
-            name: name.clone(),
-            reason: DropReason::NotTraceable(why),
-        })?;
+        let dropped = |reason| Dropped {
+            scope: scope.clone(),
+            name: f.name.clone(),
+            reason,
+            exact: true,
+        };
+        let proto = match f.proto.clone() {
+            Ok(p) => p,
+            Err(why) => return Ok(Err(dropped(DropReason::NotTraceable(why)))),
+        };
         if DENIED.contains(&f.name.as_str()) {
-            return Err(SelectError::Refused {
-                name,
-                reason: DropReason::Denied,
-            });
+            return Ok(Err(dropped(DropReason::Denied)));
         }
-        return Ok(Func {
+        return Ok(Ok(Func {
             scope,
             name: f.name,
             btf_id: f.id,
             proto,
             exact: true,
             addr: None,
-        });
+        }));
     }
     Err(SelectError::Unknown(p.to_string()))
 }
@@ -340,6 +398,7 @@ pub fn classify(
                 name: c.name,
                 reason: reason
                     .unwrap_or_else(|| DropReason::NotTraceable(proto.err().unwrap_or_default())),
+                exact: false,
             }),
         }
     }
@@ -488,16 +547,19 @@ mod tests {
                     scope: Scope::Vmlinux,
                     name: "a".into(),
                     reason: DropReason::Ambiguous(2),
+                    exact: false,
                 },
                 Dropped {
                     scope: Scope::Vmlinux,
                     name: "b".into(),
                     reason: DropReason::Ambiguous(3),
+                    exact: false,
                 },
                 Dropped {
                     scope: Scope::Vmlinux,
                     name: "c".into(),
                     reason: DropReason::NotInFtrace,
+                    exact: false,
                 },
             ],
             read_listings: true,

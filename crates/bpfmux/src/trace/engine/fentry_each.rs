@@ -4,6 +4,9 @@
 //! update per function. Loads and attaches run on several threads (the
 //! verifier work spreads over CPUs, trampoline updates serialize in the
 //! kernel anyway). A function the kernel refuses is dropped, not fatal.
+//! Functions are taken in an order that starts with a sample spread over
+//! the whole set, so a kernel that refuses everything is told apart from a
+//! list that starts with refused names.
 
 use std::collections::HashMap;
 use std::io;
@@ -14,7 +17,10 @@ use std::sync::Mutex;
 use anyhow::{anyhow, Context as _};
 use libbpf_rs::libbpf_sys;
 
-use super::{is_fatal, Engine, EngineKind, Progress, Refused, Targets, FATAL_AFTER_SINGLES};
+use super::{
+    is_fatal, spread_sample, Control, Engine, EngineKind, Interrupted, Refused, Targets,
+    FATAL_AFTER_SINGLES,
+};
 use crate::sys::bpf;
 use crate::trace::btf::module_btf_fd;
 use crate::trace::pattern::Scope;
@@ -55,10 +61,9 @@ fn attach_one(
         kinds.push((Entry::Fexit, libbpf_sys::BPF_TRACE_FEXIT));
     }
     let mut progs = Vec::new();
-    let mut links = Vec::new();
-    for (entry, attach_type) in kinds {
+    for (entry, attach_type) in &kinds {
         let prog = obj
-            .load_prog(entry, attach_type, btf_fd, f.btf_id)
+            .load_prog(*entry, *attach_type, btf_fd, f.btf_id)
             .map_err(|e| match e.errno() {
                 Some(errno) => io::Error::new(
                     io::Error::from_raw_os_error(errno).kind(),
@@ -66,13 +71,19 @@ fn attach_one(
                 ),
                 None => io::Error::other(e.to_string()),
             })?;
-        links.push(bpf::link_create_tracing(
-            prog.as_raw_fd(),
-            attach_type,
-            t.cookies[i],
-        )?);
         progs.push(prog);
     }
+    // Exit first, entry last, so every entry recorded has its exit; the
+    // links are kept entry first, which is the order they close in.
+    let mut links = Vec::with_capacity(progs.len());
+    for (prog, (_, attach_type)) in progs.iter().zip(&kinds).rev() {
+        links.push(bpf::link_create_tracing(
+            prog.as_raw_fd(),
+            *attach_type,
+            t.cookies[i],
+        )?);
+    }
+    links.reverse();
     Ok(Attached {
         _links: links,
         progs,
@@ -137,7 +148,7 @@ impl Engine for FentryEach {
         &mut self,
         obj: &TraceObject,
         t: &Targets<'_>,
-        progress: Progress<'_>,
+        ctl: Control<'_>,
     ) -> anyhow::Result<Vec<Refused>> {
         let mut module_fds: HashMap<&Scope, OwnedFd> = HashMap::new();
         for f in t.funcs {
@@ -153,6 +164,13 @@ impl Engine for FentryEach {
         // soft limit of 1024 for a few thousand functions.
         let per_func = if t.needs_exit { 4 } else { 2 };
         raise_nofile(t.funcs.len() * per_func + 256)?;
+        let all: Vec<usize> = (0..t.funcs.len()).collect();
+        let first = spread_sample(&all);
+        let order: Vec<usize> = first
+            .iter()
+            .copied()
+            .chain(all.iter().copied().filter(|i| !first.contains(i)))
+            .collect();
         let next = AtomicUsize::new(0);
         let ok_count = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
@@ -162,19 +180,18 @@ impl Engine for FentryEach {
         std::thread::scope(|s| {
             for _ in 0..workers().min(t.funcs.len()) {
                 s.spawn(|| loop {
-                    if stop.load(Ordering::Relaxed) {
+                    if stop.load(Ordering::Relaxed) || ctl.cancelled() {
                         return;
                     }
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= t.funcs.len() {
+                    let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
                         return;
-                    }
+                    };
                     let btf_fd = module_fds.get(&t.funcs[i].scope).map(|f| f.as_fd());
                     let r = attach_one(obj, t, i, btf_fd);
                     match &r {
                         Ok(_) => {
                             ok_count.fetch_add(1, Ordering::Relaxed);
-                            progress(1);
+                            (ctl.progress)(1);
                         }
                         Err(e) => {
                             let errno = errno_of(e).map(io::Error::from_raw_os_error);
@@ -204,6 +221,10 @@ impl Engine for FentryEach {
         let results = results
             .into_inner()
             .map_err(|_| anyhow!("a fentry-each worker panicked"))?;
+        if ctl.cancelled() {
+            // `results` drops here: every link made so far closes.
+            return Err(Interrupted.into());
+        }
         if let Some(e) = fatal.into_inner().ok().flatten() {
             // `results` drops here: every link made so far closes.
             return Err(anyhow!(e).context("fentry-each: the kernel refuses fentry programs"));

@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use anyhow::Context as _;
 use libbpf_rs::libbpf_sys;
 
-use super::{attach_bisect, Engine, EngineKind, Progress, Refused, Targets};
+use super::{attach_bisect, bisect_error, Control, Engine, EngineKind, Refused, Targets};
 use crate::sys::bpf::{self, KprobeTargets};
 use crate::trace::program::{Entry, TraceObject};
 
@@ -36,7 +36,7 @@ impl Engine for KprobeMulti {
         &mut self,
         obj: &TraceObject,
         t: &Targets<'_>,
-        progress: Progress<'_>,
+        ctl: Control<'_>,
     ) -> anyhow::Result<Vec<Refused>> {
         let (entry, attach_type) = if t.needs_exit {
             (Entry::KprobeSession, libbpf_sys::BPF_TRACE_KPROBE_SESSION)
@@ -80,13 +80,15 @@ impl Engine for KprobeMulti {
             }
         };
         let all: Vec<usize> = (0..t.funcs.len()).collect();
-        let (links, refused) = attach_bisect(&all, &mut attach, progress).with_context(|| {
-            format!(
-                "kprobe.{} link on {} functions",
-                if t.needs_exit { "session" } else { "multi" },
-                all.len()
-            )
-        })?;
+        let (links, refused) = attach_bisect(&all, &mut attach, ctl)
+            .map_err(bisect_error)
+            .with_context(|| {
+                format!(
+                    "kprobe.{} link on {} functions",
+                    if t.needs_exit { "session" } else { "multi" },
+                    all.len()
+                )
+            })?;
         self.links = links;
         self.prog = Some(prog);
         Ok(refused)

@@ -5,13 +5,17 @@
 //!
 //! | engine | kernel mechanism | exit side (latency, return values) |
 //! |---|---|---|
-//! | `global` | this series: tracing_multi link on the global trampoline | fsession.multi |
+//! | `global` | this series: tracing_multi link on the global trampoline | a second link, fexit.multi |
 //! | `tracing-multi` | upstream 7.2+ tracing_multi link (one trampoline per function, one link) | fsession.multi |
 //! | `kprobe-multi` | kprobe.multi link (fprobe) | kprobe.session |
 //! | `fentry-each` | one fentry program per function, loaded in parallel | one fexit program per function |
 //!
 //! The automatic choice takes the first one the running kernel accepts, by
 //! probing it (never by version).
+//!
+//! Attaching is cancellable ([`Control::cancel`], set by a signal handler):
+//! engines look at the flag before every link or program, and an
+//! interrupted attach returns [`Interrupted`] with nothing left attached.
 
 mod fentry_each;
 mod global;
@@ -20,8 +24,9 @@ mod tracing_multi;
 
 use std::fmt;
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
@@ -59,6 +64,8 @@ impl EngineKind {
     /// The `bpfmux features` probes that must say yes.
     fn required_probes(self, needs_exit: bool) -> &'static [&'static str] {
         match (self, needs_exit) {
+            // The exit side on the global backend is probed by the engine
+            // itself (see global::exit_unavailable).
             (EngineKind::Global, _) => &["global_trampoline"],
             (EngineKind::TracingMulti, _) => &["tracing_multi"],
             (EngineKind::KprobeMulti, false) => &["kprobe.multi"],
@@ -72,7 +79,9 @@ impl EngineKind {
     pub fn entries(self, needs_exit: bool) -> Vec<Entry> {
         match (self, needs_exit) {
             (EngineKind::Global | EngineKind::TracingMulti, false) => vec![Entry::MultiEntry],
-            (EngineKind::Global | EngineKind::TracingMulti, true) => vec![Entry::MultiSession],
+            // The global trampoline has no fsession: fentry.multi + fexit.multi.
+            (EngineKind::Global, true) => vec![Entry::MultiEntry, Entry::MultiExit],
+            (EngineKind::TracingMulti, true) => vec![Entry::MultiSession],
             (EngineKind::KprobeMulti, false) => vec![Entry::KprobeEntry],
             (EngineKind::KprobeMulti, true) => vec![Entry::KprobeSession],
             (EngineKind::FentryEach, false) => vec![Entry::Fentry],
@@ -82,7 +91,7 @@ impl EngineKind {
 
     /// Entry and exit are separate programs: per-thread call stacks pair them.
     pub fn pairs_entry_exit(self, needs_exit: bool) -> bool {
-        self == EngineKind::FentryEach && needs_exit
+        needs_exit && matches!(self, EngineKind::FentryEach | EngineKind::Global)
     }
 }
 
@@ -116,7 +125,12 @@ pub fn unavailable_because(kind: EngineKind, needs_exit: bool, btf: &KernelBtf) 
             None => why.push(format!("{name}: no probe")),
         }
     }
-    if needs_exit && matches!(kind, EngineKind::Global | EngineKind::TracingMulti) {
+    if needs_exit && kind == EngineKind::Global && why.is_empty() {
+        if let Some(w) = global::exit_unavailable(btf) {
+            why.push(w);
+        }
+    }
+    if needs_exit && kind == EngineKind::TracingMulti {
         // fsession.multi came with 7.3; tracing_multi alone (7.2) lacks it.
         if btf
             .enum_value("bpf_attach_type", "BPF_TRACE_FSESSION_MULTI")
@@ -179,19 +193,53 @@ pub struct Refused {
     pub error: String,
 }
 
-/// Called with the number of functions just attached.
-pub type Progress<'a> = &'a (dyn Fn(usize) + Sync);
+/// How an attach reports progress and learns that it should stop.
+#[derive(Clone, Copy)]
+pub struct Control<'a> {
+    /// Called with the number of functions just attached.
+    pub progress: &'a (dyn Fn(usize) + Sync),
+    /// Set (by a signal handler) to abandon the attach.
+    pub cancel: &'a AtomicBool,
+}
+
+impl Control<'_> {
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// The attach was abandoned through [`Control::cancel`]; everything it had
+/// attached is detached again.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted while attaching (everything attached so far was detached)")]
+pub struct Interrupted;
+
+/// The io::Error attach_bisect stops with when cancelled.
+fn interrupted_io() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, Interrupted)
+}
+
+/// An attach error as the engines return it: [`Interrupted`] stays itself
+/// so callers can tell a cancel from a failure.
+pub(crate) fn bisect_error(e: io::Error) -> anyhow::Error {
+    if e.get_ref().is_some_and(|i| i.is::<Interrupted>()) {
+        Interrupted.into()
+    } else {
+        e.into()
+    }
+}
 
 pub trait Engine: Send {
     fn kind(&self) -> EngineKind;
 
     /// Attaches every target it can. Returns the functions the kernel
-    /// refused (the rest stay attached); an error means nothing is attached.
+    /// refused (the rest stay attached); an error (or [`Interrupted`])
+    /// means nothing is attached.
     fn attach(
         &mut self,
         obj: &TraceObject,
         targets: &Targets<'_>,
-        progress: Progress<'_>,
+        ctl: Control<'_>,
     ) -> anyhow::Result<Vec<Refused>>;
 
     /// Detaches everything (links first, then programs).
@@ -223,37 +271,54 @@ fn is_fatal(e: &io::Error) -> bool {
 }
 
 /// After this many single-function failures with no success at all, the
-/// failure is taken to be the kernel's, not the functions'.
+/// failure may be the kernel's rather than the functions': a few functions
+/// spread over the whole set are then tried alone, and if none attaches
+/// either, the attach fails as a whole.
 const FATAL_AFTER_SINGLES: usize = 8;
+
+/// Up to FATAL_AFTER_SINGLES elements spread evenly over `idx`.
+pub(crate) fn spread_sample(idx: &[usize]) -> Vec<usize> {
+    let n = idx.len();
+    let k = n.min(FATAL_AFTER_SINGLES);
+    (0..k).map(|i| idx[(2 * i + 1) * n / (2 * k)]).collect()
+}
 
 /// Attaches `idx` with as few links as the kernel allows: one link for the
 /// whole batch, or, when it refuses, halves until each refused function is
 /// isolated. A batch link is all-or-nothing in the kernel, so a failed try
-/// leaves nothing behind. On error every link made so far is closed.
-pub(crate) fn attach_bisect(
+/// leaves nothing behind. On error or cancel every link made so far is
+/// closed. `L` is what one try holds open (a link, or an entry and an exit
+/// link).
+pub(crate) fn attach_bisect<L>(
     idx: &[usize],
-    attach: &mut dyn FnMut(&[usize]) -> io::Result<OwnedFd>,
-    progress: Progress<'_>,
-) -> io::Result<(Vec<OwnedFd>, Vec<Refused>)> {
-    struct State {
-        links: Vec<OwnedFd>,
+    attach: &mut dyn FnMut(&[usize]) -> io::Result<L>,
+    ctl: Control<'_>,
+) -> io::Result<(Vec<L>, Vec<Refused>)> {
+    struct State<L> {
+        links: Vec<L>,
         refused: Vec<Refused>,
         attached: usize,
+        /// Functions to try alone when nothing attached for a while.
+        sample: Vec<usize>,
+        kernel_ok: bool,
     }
-    fn go(
+    fn go<L>(
         idx: &[usize],
-        attach: &mut dyn FnMut(&[usize]) -> io::Result<OwnedFd>,
-        progress: Progress<'_>,
-        st: &mut State,
+        attach: &mut dyn FnMut(&[usize]) -> io::Result<L>,
+        ctl: Control<'_>,
+        st: &mut State<L>,
     ) -> io::Result<()> {
         if idx.is_empty() {
             return Ok(());
+        }
+        if ctl.cancelled() {
+            return Err(interrupted_io());
         }
         match attach(idx) {
             Ok(link) => {
                 st.links.push(link);
                 st.attached += idx.len();
-                progress(idx.len());
+                (ctl.progress)(idx.len());
                 Ok(())
             }
             Err(e) if is_fatal(&e) => Err(e),
@@ -262,15 +327,24 @@ pub(crate) fn attach_bisect(
                     index: idx[0],
                     error: e.to_string(),
                 });
-                if st.attached == 0 && st.refused.len() >= FATAL_AFTER_SINGLES {
-                    return Err(e);
+                if st.attached == 0 && !st.kernel_ok && st.refused.len() >= FATAL_AFTER_SINGLES {
+                    // Does the kernel take any function at all? Each try is
+                    // closed again at once: the bisection attaches for real.
+                    let tried: Vec<usize> = std::mem::take(&mut st.sample)
+                        .into_iter()
+                        .filter(|i| !st.refused.iter().any(|r| r.index == *i))
+                        .collect();
+                    st.kernel_ok = tried.iter().any(|&i| attach(&[i]).is_ok());
+                    if !st.kernel_ok {
+                        return Err(e);
+                    }
                 }
                 Ok(())
             }
             Err(_) => {
                 let (a, b) = idx.split_at(idx.len() / 2);
-                go(a, attach, progress, st)?;
-                go(b, attach, progress, st)
+                go(a, attach, ctl, st)?;
+                go(b, attach, ctl, st)
             }
         }
     }
@@ -278,9 +352,11 @@ pub(crate) fn attach_bisect(
         links: Vec::new(),
         refused: Vec::new(),
         attached: 0,
+        sample: spread_sample(idx),
+        kernel_ok: false,
     };
     // On error `st` is dropped here and its links closed: nothing half-attached.
-    go(idx, attach, progress, &mut st)?;
+    go(idx, attach, ctl, &mut st)?;
     if st.attached == 0 {
         let e = st
             .refused
@@ -298,34 +374,57 @@ pub(crate) fn attach_bisect(
 mod tests {
     use super::*;
     use std::cell::RefCell;
-    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::sync::atomic::AtomicUsize;
 
     fn dummy_fd() -> OwnedFd {
         // SAFETY: dup of stdin gives a fresh descriptor we own.
         unsafe { OwnedFd::from_raw_fd(libc::dup(0)) }
     }
 
-    #[test]
-    fn bisect_isolates_refused_functions() {
-        let bad = [3usize, 17, 18];
-        let calls = RefCell::new(0);
-        let mut attach = |idx: &[usize]| {
-            *calls.borrow_mut() += 1;
+    static NEVER: AtomicBool = AtomicBool::new(false);
+
+    fn ctl(progress: &(dyn Fn(usize) + Sync)) -> Control<'_> {
+        Control {
+            progress,
+            cancel: &NEVER,
+        }
+    }
+
+    /// Refuses any batch holding one of `bad`; counts the tries.
+    fn refusing<'a>(
+        bad: &[usize],
+        tries: &'a RefCell<usize>,
+    ) -> impl FnMut(&[usize]) -> io::Result<OwnedFd> + 'a {
+        let bad = bad.to_vec();
+        move |idx: &[usize]| {
+            *tries.borrow_mut() += 1;
             if idx.iter().any(|i| bad.contains(i)) {
                 Err(io::Error::from_raw_os_error(libc::EINVAL))
             } else {
                 Ok(dummy_fd())
             }
-        };
+        }
+    }
+
+    fn refused_indexes(r: &[Refused]) -> Vec<usize> {
+        let mut v: Vec<usize> = r.iter().map(|r| r.index).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn bisect_isolates_refused_functions() {
+        let bad = [3usize, 17, 18];
+        let calls = RefCell::new(0);
+        let mut attach = refusing(&bad, &calls);
         let all: Vec<usize> = (0..64).collect();
-        let done = std::sync::atomic::AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
         let progress = |n: usize| {
-            done.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            done.fetch_add(n, Ordering::Relaxed);
         };
-        let (links, refused) = attach_bisect(&all, &mut attach, &progress).unwrap();
-        let mut r: Vec<usize> = refused.iter().map(|r| r.index).collect();
-        r.sort();
-        assert_eq!(r, bad);
+        let (links, refused) = attach_bisect(&all, &mut attach, ctl(&progress)).unwrap();
+        assert_eq!(refused_indexes(&refused), bad);
         assert_eq!(done.into_inner(), 61);
         assert!(links.iter().all(|l| l.as_raw_fd() >= 0));
         // Far fewer tries than one per function.
@@ -337,7 +436,7 @@ mod tests {
         let mut eperm =
             |_: &[usize]| -> io::Result<OwnedFd> { Err(io::Error::from_raw_os_error(libc::EPERM)) };
         let all: Vec<usize> = (0..1000).collect();
-        let e = attach_bisect(&all, &mut eperm, &|_| {}).unwrap_err();
+        let e = attach_bisect(&all, &mut eperm, ctl(&|_| {})).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EPERM));
 
         let tries = RefCell::new(0);
@@ -345,9 +444,70 @@ mod tests {
             *tries.borrow_mut() += 1;
             Err(io::Error::from_raw_os_error(libc::EINVAL))
         };
-        assert!(attach_bisect(&all, &mut einval, &|_| {}).is_err());
+        assert!(attach_bisect(&all, &mut einval, ctl(&|_| {})).is_err());
         // Gave up after a handful of single failures, not 2000 tries.
-        assert!(*tries.borrow() < 40, "{} tries", tries.borrow());
+        assert!(*tries.borrow() < 50, "{} tries", tries.borrow());
+    }
+
+    #[test]
+    fn bisect_gets_past_many_refused_functions_at_the_start() {
+        // More refused names in a row than FATAL_AFTER_SINGLES, then good ones:
+        // the kernel is fine, so the rest must still attach.
+        let bad: Vec<usize> = (0..12).collect();
+        let tries = RefCell::new(0);
+        let mut attach = refusing(&bad, &tries);
+        let all: Vec<usize> = (0..40).collect();
+        let (links, refused) = attach_bisect(&all, &mut attach, ctl(&|_| {})).unwrap();
+        assert_eq!(refused_indexes(&refused), bad);
+        assert!(!links.is_empty());
+    }
+
+    #[test]
+    fn bisect_cancel_closes_what_it_attached() {
+        /// A "link" that counts how many are open.
+        struct Link<'a>(&'a std::cell::Cell<usize>);
+        impl Drop for Link<'_> {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() - 1);
+            }
+        }
+        let open = std::cell::Cell::new(0usize);
+        let made = std::cell::Cell::new(0usize);
+        let cancel = AtomicBool::new(false);
+        let mut attach = |idx: &[usize]| -> io::Result<Link<'_>> {
+            if idx.len() > 1 {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            open.set(open.get() + 1);
+            made.set(made.get() + 1);
+            // Cancelled (a signal) after the third link.
+            if made.get() == 3 {
+                cancel.store(true, Ordering::Relaxed);
+            }
+            Ok(Link(&open))
+        };
+        let all: Vec<usize> = (0..16).collect();
+        let c = Control {
+            progress: &|_| {},
+            cancel: &cancel,
+        };
+        let e = attach_bisect(&all, &mut attach, c)
+            .err()
+            .expect("cancelled");
+        assert!(e.get_ref().is_some_and(|i| i.is::<Interrupted>()));
+        assert!(bisect_error(e).is::<Interrupted>());
+        assert_eq!(made.get(), 3, "stopped at the first check after the cancel");
+        assert_eq!(open.get(), 0, "every link made was closed again");
+    }
+
+    #[test]
+    fn spread_sample_covers_the_set() {
+        let idx: Vec<usize> = (100..164).collect();
+        let s = spread_sample(&idx);
+        assert_eq!(s.len(), FATAL_AFTER_SINGLES);
+        assert!(s[0] < 110 && *s.last().unwrap() > 154, "{s:?}");
+        assert_eq!(spread_sample(&[7]), vec![7]);
+        assert!(spread_sample(&[]).is_empty());
     }
 
     #[test]

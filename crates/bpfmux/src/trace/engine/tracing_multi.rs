@@ -5,22 +5,31 @@
 //!
 //! A link's ids must all belong to the program's attach BTF, so functions
 //! are grouped by BTF object (vmlinux, each module), one program copy each.
+//!
+//! The exit side: fsession.multi (one program, one link) upstream; the
+//! global backend has no session, so there it is a second link with an
+//! fexit.multi program, paired with the entry through per-thread call
+//! stacks in the BPF program.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use anyhow::Context as _;
 
-use super::{attach_bisect, Engine, EngineKind, Progress, Refused, Targets};
+use super::{attach_bisect, bisect_error, Control, Engine, EngineKind, Refused, Targets};
 use crate::sys::bpf;
 use crate::trace::btf::module_btf_fd;
 use crate::trace::pattern::Scope;
 use crate::trace::program::{Entry, TraceObject};
 
+/// The links of one batch, entry first: they close in this order, so no
+/// exit runs without its entry having had the chance to record it.
+type Batch = Vec<OwnedFd>;
+
 pub struct TracingMulti {
     global: bool,
     // Declared before `progs`: links close first.
-    links: Vec<OwnedFd>,
+    links: Vec<Batch>,
     progs: Vec<OwnedFd>,
 }
 
@@ -30,6 +39,18 @@ impl TracingMulti {
             global,
             links: Vec::new(),
             progs: Vec::new(),
+        }
+    }
+
+    /// (entry point, attach type) of each program, entry first.
+    fn programs_for(&self, needs_exit: bool) -> Vec<(Entry, u32)> {
+        match (needs_exit, self.global) {
+            (false, _) => vec![(Entry::MultiEntry, bpf::BPF_TRACE_FENTRY_MULTI)],
+            (true, false) => vec![(Entry::MultiSession, bpf::BPF_TRACE_FSESSION_MULTI)],
+            (true, true) => vec![
+                (Entry::MultiEntry, bpf::BPF_TRACE_FENTRY_MULTI),
+                (Entry::MultiExit, bpf::BPF_TRACE_FEXIT_MULTI),
+            ],
         }
     }
 }
@@ -47,13 +68,9 @@ impl Engine for TracingMulti {
         &mut self,
         obj: &TraceObject,
         t: &Targets<'_>,
-        progress: Progress<'_>,
+        ctl: Control<'_>,
     ) -> anyhow::Result<Vec<Refused>> {
-        let (entry, attach_type) = if t.needs_exit {
-            (Entry::MultiSession, bpf::BPF_TRACE_FSESSION_MULTI)
-        } else {
-            (Entry::MultiEntry, bpf::BPF_TRACE_FENTRY_MULTI)
-        };
+        let kinds = self.programs_for(t.needs_exit);
         let flags = if self.global {
             bpf::BPF_F_TRACING_MULTI_GLOBAL
         } else {
@@ -73,21 +90,40 @@ impl Engine for TracingMulti {
                     Some(module_btf_fd(m).with_context(|| format!("finding BTF of module {m}"))?)
                 }
             };
-            let prog = obj
-                .load_prog(entry, attach_type, btf_fd.as_ref().map(|f| f.as_fd()), 0)
-                .with_context(|| format!("loading the {} program for {scope}", self.kind()))?;
-            let prog_fd = prog.as_raw_fd();
+            let mut scope_progs = Vec::new();
+            for &(entry, attach_type) in &kinds {
+                let prog = obj
+                    .load_prog(entry, attach_type, btf_fd.as_ref().map(|f| f.as_fd()), 0)
+                    .with_context(|| {
+                        format!("loading the {} {entry:?} program for {scope}", self.kind())
+                    })?;
+                scope_progs.push((prog, attach_type));
+            }
             let mut attach = |chunk: &[usize]| {
                 let ids: Vec<u32> = chunk.iter().map(|&i| t.funcs[i].btf_id).collect();
                 let cookies: Vec<u64> = chunk.iter().map(|&i| t.cookies[i]).collect();
-                bpf::link_create_tracing_multi(prog_fd, attach_type, flags, &ids, Some(&cookies))
+                // Exit first, entry last: every entry recorded has its exit.
+                let mut batch = Vec::with_capacity(scope_progs.len());
+                for (prog, attach_type) in scope_progs.iter().rev() {
+                    batch.push(bpf::link_create_tracing_multi(
+                        prog.as_raw_fd(),
+                        *attach_type,
+                        flags,
+                        &ids,
+                        Some(&cookies),
+                    )?);
+                }
+                batch.reverse();
+                Ok(batch)
             };
-            let (l, r) = attach_bisect(&idx, &mut attach, progress).with_context(|| {
-                format!("tracing_multi link on {} functions of {scope}", idx.len())
-            })?;
+            let (l, r) = attach_bisect(&idx, &mut attach, ctl)
+                .map_err(bisect_error)
+                .with_context(|| {
+                    format!("tracing_multi link on {} functions of {scope}", idx.len())
+                })?;
             links.extend(l);
             refused.extend(r);
-            progs.push(prog);
+            progs.extend(scope_progs.into_iter().map(|(p, _)| p));
         }
         self.links = links;
         self.progs = progs;
@@ -104,6 +140,6 @@ impl Engine for TracingMulti {
     }
 
     fn links(&self) -> usize {
-        self.links.len()
+        self.links.iter().map(Vec::len).sum()
     }
 }
