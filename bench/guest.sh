@@ -59,7 +59,7 @@ rates)
 		bench trigger --quick $rows
 	else
 		# Shared host: many short rounds, each row next to its counterpart (report.py).
-		bench trigger --duration 0.5 --samples 1 --warmup 1 --rounds 12 $rows
+		bench trigger --duration 0.5 --samples 1 --warmup 1 --rounds 30 $rows
 	fi
 	;;
 attach)

@@ -275,13 +275,15 @@ def trigger_section(runs, out, lines):
         "run before it is timed. Mean ± stddev over the samples of all rounds; `(0.97×)` is "
         "the median per-round ratio to the row's single-attach counterpart in the same guest "
         "run (see the headline).\n")
-    if ours and "rates" in ours.trigger:
-        t = ours.trigger["rates"]
-        lines.append(
-            f"Settings: {t['rounds']} round(s) × {t['samples']} samples of {t['duration_s']} s "
-            f"after {t['warmup']} warm-up sample(s), rows interleaved per round, "
-            f"{t['cpus']} vCPUs, target `{t['target']}`.\n")
     present = [k for k in KERNELS if k in runs]
+    for k in present:
+        t = runs[k].trigger.get("rates")
+        if t:
+            lines.append(
+                f"- {k}: {t['rounds']} round(s) × {t['samples']} sample(s) of "
+                f"{t['duration_s']} s after {t['warmup']} warm-up sample(s), rows interleaved "
+                f"per round, {t['cpus']} vCPUs, target `{t['target']}`")
+    lines.append("")
     order = []
     for r in runs.values():
         for k in r.rows:

@@ -232,7 +232,7 @@ static void unload(struct loaded *l)
 	memset(l, 0, sizeof(*l));
 }
 
-static int need_all_set(struct row *r)
+static int need_all_set(void)
 {
 	static const char *const every[] = { "*", NULL };
 	static const char *const must[] = { TARGET, NULL };
@@ -248,7 +248,6 @@ static int need_all_set(struct row *r)
 	if (!all_set_err)
 		fprintf(stderr, "trigger: %zu safe traceable functions for the -all rows\n",
 			all_set.cnt);
-	(void)r;
 	return all_set_err;
 }
 
@@ -262,7 +261,7 @@ static int attach_row(struct row *r, struct loaded *l)
 	double t0;
 
 	if (r->all) {
-		int err = need_all_set(r);
+		int err = need_all_set();
 
 		if (err) {
 			snprintf(r->status, sizeof(r->status),
