@@ -126,7 +126,7 @@ done
 
 # The other benchmarks, through their own run scripts (bench/README.md).
 if [ -n "$others" ]; then
-	for name in procmap xdp xdpchain batchsym; do
+	for name in procmap xdp xdpchain batchsym trace-attach; do
 		script=bench/$name/run.sh
 		log=$raw/$name.log
 		rm -f "$raw/$name.rc" "$log"
