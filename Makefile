@@ -7,6 +7,7 @@ help:
 	@echo "make test          every test: host (Rust lints + tests) and guest (3 kernels)"
 	@echo "make kernel        base + kernel/patches -> bzImage (incremental, in \$$BPFMUX_CACHE)"
 	@echo "make kernel-export cache tree commits -> kernel/patches/"
+	@echo "make test-kasan    the series' guest checks on a KASAN build (make kernel-kasan)"
 	@echo "make images        fetch the stock Debian 7.3.4 and 6.12 kernels for comparison"
 	@echo "make deps          install the Debian packages the build and the guest need"
 	@echo "make bench         every benchmark -> bench/results/REPORT.md (see bench/README.md)"
@@ -17,6 +18,13 @@ deps:
 
 kernel: deps
 	kernel/build.sh
+
+# The same series with KASAN, in its own output directory (kernel/config/kasan.config).
+kernel-kasan: deps
+	BPFMUX_KCONFIG_EXTRA=kasan BPFMUX_KERNEL_OUT=$(BPFMUX_CACHE)/build-kasan kernel/build.sh
+
+test-kasan: kernel kernel-kasan
+	tests/guest/kasan.sh
 
 kernel-export:
 	kernel/export.sh
@@ -40,4 +48,4 @@ bench: kernel images
 bench-quick:
 	$(MAKE) bench QUICK=1
 
-.PHONY: help deps kernel kernel-export images guest-programs demo test bench bench-quick
+.PHONY: help deps kernel kernel-kasan test-kasan kernel-export images guest-programs demo test bench bench-quick

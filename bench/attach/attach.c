@@ -35,7 +35,7 @@
 #include "lib/check.h"
 #include "lib/funcs.h"
 
-#ifdef BPF_F_TRACING_MULTI_GLOBAL
+#ifdef BPFMUX_HAVE_GLOBAL_TRAMP	/* set by tests/guest/Makefile: the UAPI has it */
 #define GLOBAL_FLAG BPF_F_TRACING_MULTI_GLOBAL
 #else
 #define GLOBAL_FLAG 0	/* libbpf without the series: the global engine says so */
@@ -165,7 +165,7 @@ static struct bpf_link *attach_multi(struct bpf_program *prog, enum engine e, si
 	} else {
 		LIBBPF_OPTS(bpf_tracing_multi_opts, topts, .ids = set.ids + off, .cnt = cnt);
 
-#ifdef BPF_F_TRACING_MULTI_GLOBAL
+#ifdef BPFMUX_HAVE_GLOBAL_TRAMP	/* set by tests/guest/Makefile: the UAPI has it */
 		if (e == GLOBAL)
 			topts.flags = GLOBAL_FLAG;
 #endif

@@ -36,7 +36,7 @@
 #define TARGET "bpf_modify_return_test_tp"
 /* The series' fmod_ret multi attach type (kernel/README.md), after 7.3's last (61). */
 #define ATTACH_FMODRET_MULTI 62
-#ifdef BPF_F_TRACING_MULTI_GLOBAL
+#ifdef BPFMUX_HAVE_GLOBAL_TRAMP	/* set by tests/guest/Makefile: the UAPI has it */
 #define GLOBAL_FLAG BPF_F_TRACING_MULTI_GLOBAL
 #else
 #define GLOBAL_FLAG 0	/* libbpf without the series: the global rows say so */
@@ -301,7 +301,7 @@ static int attach_row(struct row *r, struct loaded *l)
 					 "libbpf without BPF_F_TRACING_MULTI_GLOBAL");
 				return -1;
 			}
-#ifdef BPF_F_TRACING_MULTI_GLOBAL
+#ifdef BPFMUX_HAVE_GLOBAL_TRAMP	/* set by tests/guest/Makefile: the UAPI has it */
 			topts.flags = GLOBAL_FLAG;
 #endif
 		}

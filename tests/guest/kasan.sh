@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# make test-kasan: the series' own guest checks (global trampoline, fexit/fmod_ret multi,
+# among them a detach while threads sleep inside a traced function) on the KASAN build of
+# our kernel. vm/run fails the run on any KASAN report (or other splat) in the console.
+# The KASAN guest is several times slower than the normal one; not part of 'make test'.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+img=${BPFMUX_CACHE:-$HOME/.cache/bpfmux}/build-kasan/arch/x86/boot/bzImage
+if [ ! -f "$img" ]; then
+	echo "test-kasan: no KASAN kernel at $img (run 'make kernel-kasan')" >&2
+	exit 1
+fi
+make -s -C "$here" || exit 1
+"$repo/vm/run" --kernel "$img" --timeout 3000 -- "$here/suite.sh" ours 20 25
