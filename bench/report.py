@@ -71,6 +71,7 @@ OTHERS = [
     ("xdpchain", "XDP chain calls in the kernel (seed 002)"),
     ("batchsym", "Exact-name and batch symbol attach (seed 003)"),
     ("procmap", "PROCMAP_QUERY address normalization (seed 004)"),
+    ("trace-attach", "bpfmux trace: attach and detach per engine and size"),
 ]
 
 SEED_OTHERS = {
@@ -95,6 +96,11 @@ SEED_OTHERS = {
     ],
 }
 SEED_OTHERS["xdpchain"] = SEED_OTHERS["xdp"]
+SEED_OTHERS["trace-attach"] = [
+    ("seed 000: global trampoline, attach of 50,000 functions", "0.328 s"),
+    ("one fentry program per function today (ANCHORS §1)", "~60 s per 1000 functions"),
+    ("target (issue 4): tracing_multi vs one fentry per function, stock 7.3.4", ">= 100x faster"),
+]
 
 
 def key(row):
