@@ -122,8 +122,9 @@ export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache} CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-
 export CCACHE_BASEDIR=$cache CCACHE_NOHASHDIR=1
 export KBUILD_BUILD_TIMESTAMP='1970-01-01' KBUILD_BUILD_USER=bpfmux KBUILD_BUILD_HOST=bpfmux
 start=$(date +%s)
-echo "build: make -j$jobs bzImage (output in $out)" >&2
-make -s O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" bzImage
+echo "build: make -j$jobs bzImage modules_prepare (output in $out)" >&2
+# modules_prepare: guest tests build small test modules out of tree against this directory.
+make -s O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" bzImage modules_prepare
 echo "build: bzImage ready in $(($(date +%s) - start)) s: $out/arch/x86/boot/bzImage" >&2
 
 # libbpf of the same tree (it carries the series' libbpf patches) for the guest tests,
