@@ -6,9 +6,10 @@
 # stock 7.3.4, at the largest size measured for both (fentry-each is capped, never
 # extrapolated). Writes $BENCH_OUT/trace-attach.md (contract: bench/README.md).
 #
-# usage: bench/trace-attach/run.sh [--quick] [--kernels "ours stock-7.3 stock-6.12"]
+# usage: bench/trace-attach/run.sh [--quick] [--no-all] [--kernels "ours stock-7.3 stock-6.12"]
 #   --quick    10 and 100 functions, fentry-each capped at 100, one run each, ours and
 #              stock-7.3; into build/bench-quick/ unless BENCH_OUT says otherwise
+#   --no-all   only the sizes up to 10,000 (one boot per kernel, no all-functions rows)
 #   --kernels  which kernels to boot (default: ours stock-7.3 stock-6.12)
 # env: BENCH_OUT (default bench/results; build/bench-quick with --quick), FENTRY_CAP
 #      (default 1000), TRIALS (runs per size below 1000, default 3)
@@ -19,10 +20,11 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-quick= kernels=
+quick= kernels= noall=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
+	--no-all) noall=1 ;;
 	--kernels) kernels=${2:?--kernels needs a list}; shift ;;
 	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/trace-attach: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -61,7 +63,11 @@ git diff --quiet HEAD -- crates bench/trace-attach || commit="$commit (+ uncommi
 	echo "commit: $commit"
 	echo "bpfmux: release build ($bpfmux)"
 	echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, shared with other work; host load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "mode: ${quick:+quick (10 and 100 functions, one run; checks the harness, not results)}${quick:-full}"
+	if [ -n "$quick" ]; then
+		echo "mode: quick (10 and 100 functions, one run; checks the harness, not results)"
+	else
+		echo "mode: full${noall:+, without the all-functions boots (--no-all)}"
+	fi
 } >"$raw/run.meta"
 
 image_of() {
@@ -124,6 +130,7 @@ for k in $kernels; do
 		continue
 	fi
 	boot "$k" sizes 3600 --sizes 10,100,1000,10000 --engines "$engines"
+	[ -n "$noall" ] && continue
 	boot "$k" all 1800 --sizes all --engines global,kprobe-multi,fentry-each
 	boot "$k" all-tracing-multi 2400 --sizes all --engines tracing-multi
 done

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Batch symbol lookup benchmark (issue 8, seed 003): kprobe.multi attach by name for batch
+# sizes 1 ... 39,000 (our kernel has ~39.7k unique traceable functions) and the seed's
+# 50-program kprobe.session table, one guest boot per kernel; writes $BENCH_OUT/batchsym.md
+# (default bench/results/) from the raw outputs.
+#
+# usage: bench/batchsym/run.sh [--quick] [--before BZIMAGE] [--kernels "ours stock-7.3"]
+#   --quick          sizes 1, 2, 8, 64, 1024 only: checks the harness end to end
+#   --before IMAGE   also boot IMAGE as "before": our config without the batch lookup
+#                    patch, the cleanest before/after (same symbols, same config)
+#   --kernels LIST   kernels for vm/run (default: ours stock-7.3)
+# environment: BENCH_OUT; BPFMUX_CACHE / BPFMUX_KERNEL_OUT select our kernel build
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+quick= before= kernels="ours stock-7.3"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=1 ;;
+	--before) before=${2:?--before needs a bzImage}; shift ;;
+	--kernels) kernels=${2:?--kernels needs a list}; shift ;;
+	-h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "bench/batchsym/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+if [ -n "$quick" ]; then
+	out=${BENCH_OUT:-$repo/build/bench-quick}
+	sizes="1 2 8 64 1024"
+else
+	out=${BENCH_OUT:-$repo/bench/results}
+	sizes="1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 39000"
+fi
+cache=${BPFMUX_CACHE:-$HOME/.cache/bpfmux}
+kout=${BPFMUX_KERNEL_OUT:-$cache/build}
+raw=$out/raw/batchsym
+mkdir -p "$raw"
+rm -f "$raw"/*.txt
+
+make -s -C bench CACHE="$cache" KOUT="$kout"
+bench=$repo/build/bench/batchsym-bench
+
+# label=vm/run kernel argument
+runs=()
+for k in $kernels; do
+	case $k in
+	ours) runs+=("ours=$kout/arch/x86/boot/bzImage") ;;
+	*) runs+=("$k=$k") ;;
+	esac
+done
+[ -n "$before" ] && runs+=("before=$before")
+
+{
+	echo "date $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- bench/batchsym tests/guest/batchsym || echo ' (+ uncommitted changes in bench/batchsym or tests/guest/batchsym)')"
+	echo "host $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "mode $([ -n "$quick" ] && echo quick || echo full)"
+	for r in "${runs[@]}"; do
+		label=${r%%=*} k=${r#*=}
+		case $label in
+		ours | before)
+			echo "image $label $(sha256sum "$k" | cut -c1-16) $(date -u -r "$k" '+%Y-%m-%d %H:%M')" ;;
+		*) echo "image $label Debian $(cat "$cache/images/$k/PACKAGES" 2>/dev/null || echo '?')" ;;
+		esac
+	done
+	echo "tree $(git -C "$cache/linux" log -1 --format='%h %s' 2>/dev/null || echo unknown)"
+} >"$raw/meta.txt"
+
+failed=0
+for r in "${runs[@]}"; do
+	label=${r%%=*} k=${r#*=}
+	echo "batchsym: $label: booting $k" >&2
+	# One boot: facts, name resolution alone, full attaches, the seed's table.
+	if ! vm/run --kernel "$k" --timeout 3600 -- sh -c \
+		"$bench info && $bench lookup $sizes && $bench attach $sizes && $bench session50" \
+		>"$raw/$label.txt" 2>"$raw/$label.log"; then
+		echo "batchsym: $label: the guest run failed (log: $raw/$label.log)" >&2
+		tail -n 20 "$raw/$label.log" >&2
+		failed=1
+	fi
+done
+[ $failed = 0 ] || exit 1
+python3 bench/batchsym/report.py "$raw" >"$out/batchsym.md"
+cat "$out/batchsym.md"
