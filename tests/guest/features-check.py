@@ -14,11 +14,15 @@ EVERY_GUEST = {
     "xdp.generic": "yes", "procmap_query": "yes",
 }
 EXPECTED = {
-    "ours": {**EVERY_GUEST, "tracing_multi": "yes", "xdp.native": "yes"},
+    "ours": {**EVERY_GUEST, "tracing_multi": "yes", "xdp.native": "yes",
+             "global_trampoline": "yes", "fmod_ret.multi": "yes",
+             "fsession.multi.global": "yes", "xdp.chain_calls": "yes"},
     "stock-7.3": {**EVERY_GUEST, "tracing_multi": "yes", "global_trampoline": "no",
-                  "fmod_ret.multi": "no", "xdp.chain_calls": "no"},
+                  "fmod_ret.multi": "no", "fsession.multi.global": "no",
+                  "xdp.chain_calls": "no"},
     "stock-6.12": {**EVERY_GUEST, "tracing_multi": "no", "global_trampoline": "no",
-                   "fmod_ret.multi": "no", "xdp.chain_calls": "no"},
+                   "fmod_ret.multi": "no", "fsession.multi.global": "no",
+                   "xdp.chain_calls": "no"},
 }
 
 

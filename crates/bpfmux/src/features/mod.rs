@@ -151,6 +151,7 @@ pub fn probe_all() -> Vec<Feature> {
         upstream("procmap_query", procmap::probe()),
         series("global_trampoline", series::global_trampoline(&btf)),
         series("fmod_ret.multi", series::fmod_ret_multi(&btf)),
+        series("fsession.multi.global", series::fsession_multi_global(&btf)),
         series("xdp.chain_calls", series::xdp_chain_calls(&btf)),
     ]
 }

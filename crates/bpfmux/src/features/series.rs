@@ -1,74 +1,99 @@
-//! This series' kernel additions.
-//!
-//! The global-trampoline backend is probed for real: a tracing_multi link
-//! with `BPF_F_TRACING_MULTI_GLOBAL` on one function (stock kernels reject
-//! any link_create.flags there with EINVAL). The others still look for their
-//! UAPI name in the running kernel's BTF first (a fact about this kernel,
-//! not a version guess).
-//!
-//! TODO(kernel issues: fmod_ret.multi, XDP chain calls): once those slices
-//! land, add the real load/attach attempt behind each "present in BTF"
-//! branch (same shape as global_trampoline below).
+//! This series' kernel additions, each probed for real: load a trivial
+//! program of the attach type and create the link the feature is about on
+//! one function (stock kernels reject BPF_F_TRACING_MULTI_GLOBAL, like any
+//! link_create.flags for tracing_multi, with EINVAL, and do not know
+//! BPF_MODIFY_RETURN_MULTI).
 
 use std::os::fd::AsRawFd;
 
-use super::btf::{KernelBtf, FENTRY_TARGETS};
+use super::btf::{KernelBtf, FENTRY_TARGETS, FMOD_RET_TARGET};
 use super::Probe;
 use crate::sys::bpf;
 
-/// (enum, enumerator) that each addition is expected to introduce.
-const FMOD_RET_MULTI: (&str, &str) = ("bpf_attach_type", "BPF_MODIFY_RETURN_MULTI");
+/// Series UAPI (kernel/README.md): after upstream 7.3's BPF_TRACE_FSESSION_MULTI.
+const BPF_MODIFY_RETURN_MULTI: u32 = 62;
 
-fn by_btf(btf: &KernelBtf, (e, m): (&str, &str)) -> Probe {
+/// A tracing_multi link of a trivial program of `attach_type` (named
+/// `type_name` in the kernel's enum bpf_attach_type, `fallback` if the BTF
+/// lacks the name) on the first of `targets`, with link_create `flags`.
+fn multi_link(
+    btf: &KernelBtf,
+    (type_name, fallback): (&str, Option<u32>),
+    targets: &[&str],
+    flags: u32,
+    what: &str,
+) -> Probe {
     if !btf.available() {
-        return Probe::error("vmlinux BTF unavailable; cannot look for the UAPI");
+        return Probe::error("vmlinux BTF unavailable; cannot probe");
     }
-    match btf.enum_value(e, m) {
-        None => Probe::no(format!("{m} not in kernel enum {e} (not in this kernel)")),
-        // Present but unprobed: say so rather than claim support.
-        Some(v) => Probe::error(format!(
-            "{m} = {v} found in kernel BTF, but bpfmux has no load/attach probe for it yet"
-        )),
-    }
-}
-
-pub fn global_trampoline(btf: &KernelBtf) -> Probe {
-    let Some((target, id)) = btf.first_func(FENTRY_TARGETS) else {
+    let Some((target, id)) = btf.first_func(targets) else {
         return Probe::error(format!(
-            "no probe target in vmlinux BTF (looked for {FENTRY_TARGETS:?})"
+            "no probe target in vmlinux BTF (looked for {targets:?})"
         ));
     };
-    let attach_type = btf
-        .enum_value("bpf_attach_type", "BPF_TRACE_FENTRY_MULTI")
+    let attach_type = match btf
+        .enum_value("bpf_attach_type", type_name)
         .and_then(|v| u32::try_from(v).ok())
-        .unwrap_or(bpf::BPF_TRACE_FENTRY_MULTI);
+        .or(fallback)
+    {
+        Some(v) => v,
+        None => return Probe::no(format!("{type_name} not in kernel enum bpf_attach_type")),
+    };
     let prog = match bpf::load_trivial_prog(
         libbpf_rs::libbpf_sys::BPF_PROG_TYPE_TRACING,
         attach_type,
         0,
     ) {
         Ok(fd) => fd,
-        Err(e) => return Probe::from_io("load fentry.multi program (no tracing_multi)", &e),
+        Err(e) => return Probe::from_io(&format!("load a {type_name} program"), &e),
     };
-    match bpf::link_create_tracing_multi(
-        prog.as_raw_fd(),
-        attach_type,
-        bpf::BPF_F_TRACING_MULTI_GLOBAL,
-        &[id],
-        None,
-    ) {
-        Ok(_link) => Probe::yes(format!(
-            "tracing_multi link with BPF_F_TRACING_MULTI_GLOBAL on {target}"
-        )),
-        Err(e) => Probe::from_io(
-            &format!("tracing_multi link with BPF_F_TRACING_MULTI_GLOBAL on {target}"),
-            &e,
-        ),
+    let what = format!("{what} on {target}");
+    match bpf::link_create_tracing_multi(prog.as_raw_fd(), attach_type, flags, &[id], None) {
+        Ok(_link) => Probe::yes(what),
+        Err(e) => Probe::from_io(&what, &e),
     }
 }
 
+pub fn global_trampoline(btf: &KernelBtf) -> Probe {
+    multi_link(
+        btf,
+        ("BPF_TRACE_FENTRY_MULTI", Some(bpf::BPF_TRACE_FENTRY_MULTI)),
+        FENTRY_TARGETS,
+        bpf::BPF_F_TRACING_MULTI_GLOBAL,
+        "tracing_multi link with BPF_F_TRACING_MULTI_GLOBAL",
+    )
+}
+
+/// fmod_ret.multi (BPF_MODIFY_RETURN_MULTI), on an error-injectable function.
 pub fn fmod_ret_multi(btf: &KernelBtf) -> Probe {
-    by_btf(btf, FMOD_RET_MULTI)
+    if btf.available()
+        && btf
+            .enum_value("bpf_attach_type", "BPF_MODIFY_RETURN_MULTI")
+            .is_none()
+    {
+        return Probe::no("BPF_MODIFY_RETURN_MULTI not in kernel enum bpf_attach_type");
+    }
+    multi_link(
+        btf,
+        ("BPF_MODIFY_RETURN_MULTI", Some(BPF_MODIFY_RETURN_MULTI)),
+        &[FMOD_RET_TARGET],
+        0,
+        "fmod_ret.multi link",
+    )
+}
+
+/// fsession.multi on the global backend (the series' later fsession patch).
+pub fn fsession_multi_global(btf: &KernelBtf) -> Probe {
+    multi_link(
+        btf,
+        (
+            "BPF_TRACE_FSESSION_MULTI",
+            Some(bpf::BPF_TRACE_FSESSION_MULTI),
+        ),
+        FENTRY_TARGETS,
+        bpf::BPF_F_TRACING_MULTI_GLOBAL,
+        "fsession.multi link with BPF_F_TRACING_MULTI_GLOBAL",
+    )
 }
 
 /// XDP chain calls: BPF_PROG_CHAIN_GET on a real XDP program, the same

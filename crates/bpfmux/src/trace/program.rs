@@ -26,7 +26,7 @@ use crate::bpf::trace as skel;
 pub enum Entry {
     MultiEntry,
     MultiSession,
-    /// fexit.multi, for the global backend (no fsession there).
+    /// fexit.multi, the global backend's exit side.
     MultiExit,
     KprobeEntry,
     KprobeSession,

@@ -4,9 +4,9 @@
 //! per-function metadata lookup instead of building a trampoline each.
 //! Chosen only when the feature probe saw the kernel accept that flag.
 //!
-//! The global backend takes fentry.multi, fexit.multi and fmod_ret.multi,
-//! not fsession.multi: the exit side is an fexit.multi link next to the
-//! entry one (see [`super::tracing_multi`]).
+//! The exit side is an fexit.multi link next to the entry one (see
+//! [`super::tracing_multi`]): series kernels before the global backend's
+//! fsession.multi patch accept fexit.multi there, so this works on both.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 

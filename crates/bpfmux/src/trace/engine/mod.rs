@@ -79,7 +79,8 @@ impl EngineKind {
     pub fn entries(self, needs_exit: bool) -> Vec<Entry> {
         match (self, needs_exit) {
             (EngineKind::Global | EngineKind::TracingMulti, false) => vec![Entry::MultiEntry],
-            // The global trampoline has no fsession: fentry.multi + fexit.multi.
+            // fentry.multi + fexit.multi: every series kernel's global backend
+            // takes them (fsession.multi only since a later patch).
             (EngineKind::Global, true) => vec![Entry::MultiEntry, Entry::MultiExit],
             (EngineKind::TracingMulti, true) => vec![Entry::MultiSession],
             (EngineKind::KprobeMulti, false) => vec![Entry::KprobeEntry],
