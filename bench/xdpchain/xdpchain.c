@@ -96,7 +96,12 @@ static int load_pass_raw(void)
 		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = XDP_PASS },
 		{ .code = BPF_JMP | BPF_EXIT },
 	};
-	int fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "hop", "GPL", insns, 2, NULL);
+
+	/* Chained programs must share the expected attach type: BPF_XDP, as
+	 * libbpf gives SEC("xdp") programs.
+	 */
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_XDP);
+	int fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "hop", "GPL", insns, 2, &opts);
 
 	if (fd < 0)
 		die("load hop program");

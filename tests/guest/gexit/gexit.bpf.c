@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Programs for the fexit/fmod_ret multi guest tests: return values seen by fexit per
- * function address, an fmod_ret override for one process, fexit on do_mmap with its
- * arguments, and a per-function fexit for coexistence.
+ * Programs for the fexit/fmod_ret/fsession multi guest tests: return values seen by fexit
+ * per function address, an fmod_ret override for one process, fexit on do_mmap with its
+ * arguments, a per-function fexit for coexistence, and an fsession program that checks
+ * its cookie pairs entry with exit.
  */
+#include <stdbool.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -125,6 +127,63 @@ int BPF_PROG(fexit_mmap)
 	if (want)
 		__sync_fetch_and_add(want, 1);
 	return 0;
+}
+
+/*
+ * fsession: [0] entries, [1] exits, [2] exits whose cookie is not the one their entry
+ * stored, [3] entries that saw a non-zero return value
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} sess SEC(".maps");
+
+/* the cookie each thread's entry stored, to compare on exit */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} sess_cookie SEC(".maps");
+
+extern bool bpf_session_is_return(void *ctx) __ksym;
+extern __u64 *bpf_session_cookie(void *ctx) __ksym;
+
+static __always_inline void sess_add(__u32 k)
+{
+	__u64 *v = bpf_map_lookup_elem(&sess, &k);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+/* Entry stores a random cookie; exit must find the same one in its slot. */
+SEC("fsession.multi")
+int BPF_PROG(session_multi)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *cookie, *want, v = 0;
+
+	if (!mine())
+		return 0;
+	cookie = bpf_session_cookie(ctx);
+	if (!bpf_session_is_return(ctx)) {
+		sess_add(0);
+		bpf_get_func_ret(ctx, &v);
+		if (v)
+			sess_add(3);
+		v = ((__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32()) | 1;
+		*cookie = v;
+		bpf_map_update_elem(&sess_cookie, &tid, &v, BPF_ANY);
+		return 0;
+	}
+	sess_add(1);
+	want = bpf_map_lookup_elem(&sess_cookie, &tid);
+	if (!want || *want != *cookie)
+		sess_add(2);
+	return record_exit(ctx);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Guest tests of fexit.multi and fmod_ret.multi on the series' global trampoline, where
- * the trampoline calls the traced function itself ("origin call").
+ * Guest tests of fexit.multi, fmod_ret.multi and fsession.multi on the series' global
+ * trampoline, where the trampoline calls the traced function itself ("origin call").
  *
  *   gexit fexit N      fexit sees the exact return value of every call
  *   gexit fmodret N    fmod_ret.multi makes getpgid/getpriority fail with EPERM for this
@@ -15,6 +15,10 @@
  *                      is refused as a whole
  *   gexit coexist N    fexit (per-function trampoline) and fexit.multi (global) on the
  *                      same function, both orders, both see every return value
+ *   gexit session N    two fsession.multi programs on the same functions, global and
+ *                      per-function backend: each exit finds its own entry's cookie and
+ *                      the return value; the ninth session program on a function is
+ *                      refused by the global backend with E2BIG
  *
  * Each check prints "ok - ..." or "FAIL - ..."; exit status 0 when all hold.
  */
@@ -350,6 +354,94 @@ out:
 	bpf_object__close(fobj);
 }
 
+/* Two fsession.multi programs on the same functions: each pairs its own entry and exit. */
+static void session_backend(long n, int global)
+{
+	const char *what = global ? "global" : "per-function";
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid"), prio = ksym_addr("__x64_sys_getpriority");
+	struct bpf_object *obj[2] = {};
+	struct bpf_program *prog[2];
+	struct bpf_link *link[2] = {};
+	long r1 = 0, r2 = 0;
+	int i;
+
+	for (i = 0; i < 2; i++)
+		obj[i] = counter_load(obj_path, "session_multi", getpid(), &prog[i]);
+	check(obj[0] && obj[1] && pgid && prio, "%s: two fsession.multi programs load", what);
+	if (!obj[0] || !obj[1])
+		goto out;
+	for (i = 0; i < 2; i++)
+		link[i] = attach_ids(prog[i], syscalls, global);
+	check(link[0] && link[1], "%s: two fsession.multi links (%s)", what,
+	      link[0] && link[1] ? "ok" : strerror(errno));
+	if (!link[0] || !link[1])
+		goto out;
+	for (long k = 0; k < n; k++) {
+		r1 = syscall(SYS_getpgid, 0);
+		r2 = syscall(SYS_getpriority, 0, 0);
+	}
+	for (i = 0; i < 2; i++) {
+		__u64 in = array_u64(obj[i], "sess", 0), out = array_u64(obj[i], "sess", 1);
+
+		check(in == 2 * (__u64)n && out == 2 * (__u64)n,
+		      "%s: program %d ran %llu times on entry and %llu on exit (want %ld each)", what,
+		      i, (unsigned long long)in, (unsigned long long)out, 2 * n);
+		check(array_u64(obj[i], "sess", 2) == 0,
+		      "%s: program %d: every exit found its entry's cookie (%llu did not)", what, i,
+		      (unsigned long long)array_u64(obj[i], "sess", 2));
+		check(array_u64(obj[i], "sess", 3) == 0,
+		      "%s: program %d: the entry side sees a return value of 0", what, i);
+		check(map_u64(obj[i], "rets", pgid) == (__u64)r1 &&
+		      map_u64(obj[i], "rets", prio) == (__u64)r2,
+		      "%s: program %d: the exit side saw return values %lld and %lld (callers got %ld and %ld)",
+		      what, i, (long long)map_u64(obj[i], "rets", pgid),
+		      (long long)map_u64(obj[i], "rets", prio), r1, r2);
+	}
+out:
+	for (i = 0; i < 2; i++) {
+		bpf_link__destroy(link[i]);
+		bpf_object__close(obj[i]);
+	}
+}
+
+/* The global trampoline's frame has BPF_KFUNC_MD_MAX_SESSION (8) cookie slots. */
+static void session_limit(void)
+{
+	struct bpf_object *obj[9] = {};
+	struct bpf_link *link[9] = {};
+	struct bpf_program *prog;
+	long normal = syscall(SYS_getpgid, 0);
+	int i, attached = 0;
+
+	for (i = 0; i < 9; i++) {
+		obj[i] = counter_load(obj_path, "session_multi", getpid(), &prog);
+		if (!obj[i])
+			break;
+		link[i] = attach_ids(prog, syscalls, 1);
+		if (i < 8)
+			attached += link[i] != NULL;
+		else
+			check(!link[i] && errno == E2BIG,
+			      "global: a ninth fsession.multi program on the same functions is refused "
+			      "with E2BIG (%s)", link[i] ? "attached" : strerror(errno));
+	}
+	check(attached == 8, "global: eight fsession.multi programs on the same functions (%d attached)",
+	      attached);
+	errno = 0;
+	check(syscall(SYS_getpgid, 0) == normal, "global: getpgid works with eight sessions");
+	for (i = 0; i < 9; i++) {
+		bpf_link__destroy(link[i]);
+		bpf_object__close(obj[i]);
+	}
+}
+
+static void test_session(long n)
+{
+	session_backend(n, 1);
+	session_backend(n, 0);
+	session_limit();
+}
+
 int main(int argc, char **argv)
 {
 	long n = argc > 2 ? atol(argv[2]) : 500;
@@ -374,8 +466,11 @@ int main(int argc, char **argv)
 		test_rollback();
 	else if (!strcmp(cmd, "coexist"))
 		test_coexist(n);
+	else if (!strcmp(cmd, "session"))
+		test_session(n);
 	else {
-		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist [N]\n", argv[0]);
+		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist|session [N]\n",
+			argv[0]);
 		return 2;
 	}
 	btf__free(btf);

@@ -1,5 +1,5 @@
-# fexit.multi and fmod_ret.multi on the global trampoline (kernel series, issue 6): only
-# our kernel has BPF_MODIFY_RETURN_MULTI and the global backend's origin call.
+# fexit.multi, fmod_ret.multi and fsession.multi on the global trampoline (kernel series,
+# issue 6): only our kernel has BPF_MODIFY_RETURN_MULTI and the global backend's origin call.
 if on ours; then
 	run gexit-fexit "$bin/gexit" fexit 500
 	run gexit-fmodret "$bin/gexit" fmodret 200
@@ -7,4 +7,5 @@ if on ours; then
 	run gexit-sleep "$bin/gexit" sleep
 	run gexit-rollback "$bin/gexit" rollback
 	run gexit-coexist "$bin/gexit" coexist 300
+	run gexit-session "$bin/gexit" session 200
 fi

@@ -21,3 +21,7 @@ bench_attach_quick() {
 		cat /tmp/attach.out && ! grep -q 'not available\|skipped' /tmp/attach.out
 }
 run bench-attach-quick bench_attach_quick
+# The XDP chain-call benchmark (bench/xdpchain) needs the series' chain calls: ours only.
+on ours && run bench-xdpchain-quick "$bench_bin/xdpchain" 1 2000
+# The batch symbol lookup benchmark (bench/batchsym) runs on every kernel.
+run bench-batchsym-quick "$bench_bin/batchsym-bench" lookup 1 2 64
