@@ -33,6 +33,15 @@ const DENIED: &[&str] = &[
     "__rcu_read_unlock",
 ];
 
+/// Not on the verifier's list, but called by a trampoline's own exit path:
+/// upstream's per-function trampoline leaves its programs with
+/// rcu_read_unlock(), which calls rcu_read_unlock_special() when a grace
+/// period waits on this CPU; a program there makes that call enter the
+/// trampoline again, whose exit calls it again, until the stack guard page
+/// (seen on 7.3.4, fentry and tracing_multi; the series' global backend
+/// guards against it, and kprobes use ftrace's recursion guard).
+const REENTERS: &[&str] = &["rcu_read_unlock_special"];
+
 /// The verifier's `noreturn_deny`: no exit probe (fexit/fsession) on these.
 const NO_RETURN: &[&str] = &[
     "__ia32_sys_exit",
@@ -83,6 +92,8 @@ pub enum DropReason {
     NotTraceable(String),
     /// On the verifier's deny list for tracing programs.
     Denied,
+    /// Called from the trampoline's own exit: tracing it recurses.
+    Reenters,
     /// Never returns, and an exit probe was asked for.
     NoReturn,
     /// The kernel refused it at attach time (found by bisection).
@@ -98,6 +109,9 @@ impl fmt::Display for DropReason {
             DropReason::Ambiguous(n) => write!(f, "name shared by {n} kernel functions"),
             DropReason::NotTraceable(why) => write!(f, "not traceable by a trampoline: {why}"),
             DropReason::Denied => f.write_str("refused by the kernel for tracing programs"),
+            DropReason::Reenters => {
+                f.write_str("called by the trampoline's own exit path (would recurse without end)")
+            }
             DropReason::NoReturn => f.write_str("never returns (no exit probe possible)"),
             DropReason::AttachRefused(e) => write!(f, "refused at attach: {e}"),
         }
@@ -346,6 +360,9 @@ fn find_exact(
         if DENIED.contains(&f.name.as_str()) {
             return Ok(Err(dropped(DropReason::Denied)));
         }
+        if REENTERS.contains(&f.name.as_str()) {
+            return Ok(Err(dropped(DropReason::Reenters)));
+        }
         return Ok(Ok(Func {
             scope,
             name: f.name,
@@ -379,6 +396,8 @@ pub fn classify(
             Some(DropReason::NotTraceable(why.clone()))
         } else if DENIED.contains(&c.name.as_str()) {
             Some(DropReason::Denied)
+        } else if REENTERS.contains(&c.name.as_str()) {
+            Some(DropReason::Reenters)
         } else if opts.needs_exit && NO_RETURN.contains(&c.name.as_str()) {
             Some(DropReason::NoReturn)
         } else {
@@ -472,6 +491,7 @@ mod tests {
             cand("dup_ksym", Ok(proto(1))),
             cand("varargs", Err("variadic".into())),
             cand("migrate_disable", Ok(proto(0))),
+            cand("rcu_read_unlock_special", Ok(proto(0))),
             cand("do_exit", Ok(proto(1))),
         ];
         let s = seen(&[
@@ -480,6 +500,7 @@ mod tests {
             ("dup_ksym", 1, 3),
             ("varargs", 1, 1),
             ("migrate_disable", 1, 1),
+            ("rcu_read_unlock_special", 1, 1),
             ("do_exit", 1, 1),
         ]);
         let (kept, dropped) = classify(c.clone(), &s, SelectOptions { needs_exit: false });
@@ -495,6 +516,7 @@ mod tests {
         assert_eq!(why["dup_ksym"], DropReason::Ambiguous(3));
         assert_eq!(why["varargs"], DropReason::NotTraceable("variadic".into()));
         assert_eq!(why["migrate_disable"], DropReason::Denied);
+        assert_eq!(why["rcu_read_unlock_special"], DropReason::Reenters);
 
         // An exit probe cannot go on a function that never returns.
         let (kept, dropped) = classify(c, &s, SelectOptions { needs_exit: true });
