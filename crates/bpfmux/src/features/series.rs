@@ -10,15 +10,12 @@ use super::btf::{KernelBtf, FENTRY_TARGETS, FMOD_RET_TARGET};
 use super::Probe;
 use crate::sys::bpf;
 
-/// Series UAPI (kernel/README.md): after upstream 7.3's BPF_TRACE_FSESSION_MULTI.
-const BPF_MODIFY_RETURN_MULTI: u32 = 62;
-
 /// A tracing_multi link of a trivial program of `attach_type` (named
 /// `type_name` in the kernel's enum bpf_attach_type, `fallback` if the BTF
 /// lacks the name) on the first of `targets`, with link_create `flags`.
 fn multi_link(
     btf: &KernelBtf,
-    (type_name, fallback): (&str, Option<u32>),
+    (type_name, fallback): (&str, u32),
     targets: &[&str],
     flags: u32,
     what: &str,
@@ -31,14 +28,10 @@ fn multi_link(
             "no probe target in vmlinux BTF (looked for {targets:?})"
         ));
     };
-    let attach_type = match btf
+    let attach_type = btf
         .enum_value("bpf_attach_type", type_name)
         .and_then(|v| u32::try_from(v).ok())
-        .or(fallback)
-    {
-        Some(v) => v,
-        None => return Probe::no(format!("{type_name} not in kernel enum bpf_attach_type")),
-    };
+        .unwrap_or(fallback);
     let prog = match bpf::load_trivial_prog(
         libbpf_rs::libbpf_sys::BPF_PROG_TYPE_TRACING,
         attach_type,
@@ -57,7 +50,7 @@ fn multi_link(
 pub fn global_trampoline(btf: &KernelBtf) -> Probe {
     multi_link(
         btf,
-        ("BPF_TRACE_FENTRY_MULTI", Some(bpf::BPF_TRACE_FENTRY_MULTI)),
+        ("BPF_TRACE_FENTRY_MULTI", bpf::BPF_TRACE_FENTRY_MULTI),
         FENTRY_TARGETS,
         bpf::BPF_F_TRACING_MULTI_GLOBAL,
         "tracing_multi link with BPF_F_TRACING_MULTI_GLOBAL",
@@ -75,7 +68,7 @@ pub fn fmod_ret_multi(btf: &KernelBtf) -> Probe {
     }
     multi_link(
         btf,
-        ("BPF_MODIFY_RETURN_MULTI", Some(BPF_MODIFY_RETURN_MULTI)),
+        ("BPF_MODIFY_RETURN_MULTI", bpf::BPF_MODIFY_RETURN_MULTI),
         &[FMOD_RET_TARGET],
         0,
         "fmod_ret.multi link",
@@ -86,10 +79,7 @@ pub fn fmod_ret_multi(btf: &KernelBtf) -> Probe {
 pub fn fsession_multi_global(btf: &KernelBtf) -> Probe {
     multi_link(
         btf,
-        (
-            "BPF_TRACE_FSESSION_MULTI",
-            Some(bpf::BPF_TRACE_FSESSION_MULTI),
-        ),
+        ("BPF_TRACE_FSESSION_MULTI", bpf::BPF_TRACE_FSESSION_MULTI),
         FENTRY_TARGETS,
         bpf::BPF_F_TRACING_MULTI_GLOBAL,
         "fsession.multi link with BPF_F_TRACING_MULTI_GLOBAL",

@@ -11,6 +11,8 @@ pub const BPF_TRACE_FENTRY_MULTI: u32 = 59;
 pub const BPF_TRACE_FEXIT_MULTI: u32 = 60;
 /// `BPF_TRACE_FSESSION_MULTI` in Linux 7.3 UAPI.
 pub const BPF_TRACE_FSESSION_MULTI: u32 = 61;
+/// Series UAPI (kernel/README.md): fmod_ret programs on a tracing multi-link.
+pub const BPF_MODIFY_RETURN_MULTI: u32 = 62;
 /// This series: `link_create.flags` bit selecting the global-trampoline
 /// backend for a tracing_multi link (stock kernels reject it with EINVAL).
 pub const BPF_F_TRACING_MULTI_GLOBAL: u32 = 1 << 0;
