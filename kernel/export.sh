@@ -23,7 +23,9 @@ n=$(ls "$here"/patches/*.patch 2>/dev/null | wc -l)
 printf '%s %s\n' "$(cat "$here"/patches/*.patch </dev/null 2>/dev/null | sha256sum | cut -d' ' -f1)" \
 	"$(git rev-parse HEAD)" >.git/bpfmux-series
 echo "kernel-export: $n patches in kernel/patches/" >&2
+# On the commits, not the .patch files: in file mode checkpatch misreads the blank
+# context lines of format-patch output as added trailing whitespace.
 if [ -x "$tree/scripts/checkpatch.pl" ] && [ "$n" -gt 0 ]; then
-	"$tree/scripts/checkpatch.pl" --no-tree --quiet --strict "$here"/patches/*.patch ||
+	"$tree/scripts/checkpatch.pl" --quiet --strict -g base..HEAD ||
 		echo "kernel-export: checkpatch has remarks (above)" >&2
 fi
