@@ -170,6 +170,7 @@ class Run:
         self.ftrace = [ln.split(": ", 1)[1] for ln in text.splitlines()
                        if ln.startswith("ftrace site: ")]
         self.rc = {}        # phase -> (exit status, seconds)
+        self.vcpus = {}     # phase -> guest vCPUs (older runs did not record it: 2)
         self.trigger = {}   # phase -> trigger JSON
         self.phase_rows = {}  # phase -> {row key: row}
         self.attach_results = []
@@ -178,6 +179,7 @@ class Run:
             rc = (read_text(os.path.join(d, f"vm-{ph}.rc")) or "").split()
             if rc:
                 self.rc[ph] = (rc[0], rc[1] if len(rc) > 1 else "?")
+                self.vcpus[ph] = rc[2] if len(rc) > 2 else "2"
             t = load_json(os.path.join(d, f"trigger-{ph}.json"))
             if t:
                 self.trigger[ph] = t
@@ -577,7 +579,7 @@ def main():
             lines.append("  - in available_filter_functions (a real call with an ftrace site): "
                          + ", ".join(r.ftrace or ["?"]))
             lines.append("  - guest boots (phases): "
-                         + (", ".join(f"{ph}: exit {v[0]} after {v[1]} s"
+                         + (", ".join(f"{ph}: exit {v[0]} after {v[1]} s, {r.vcpus[ph]} vCPU"
                                       for ph, v in r.rc.items()) or "none"))
     lines.append("")
     headline_section(runs, lines)

@@ -6,30 +6,33 @@
 # stock 7.3.4, at the largest size measured for both (fentry-each is capped, never
 # extrapolated). Writes $BENCH_OUT/trace-attach.md (contract: bench/README.md).
 #
-# usage: bench/trace-attach/run.sh [--quick] [--no-all] [--smp N] [--kernels "ours stock-7.3 stock-6.12"]
+# usage: bench/trace-attach/run.sh [--quick] [--no-all] [--fentry-all] [--smp N] [--kernels "ours stock-7.3 stock-6.12"]
 #   --quick    10 and 100 functions, fentry-each capped at 100, one run each, ours and
 #              stock-7.3; into build/bench-quick/ unless BENCH_OUT says otherwise
 #   --no-all   only the sizes up to 10,000 (one boot per kernel, no all-functions rows)
+#   --fentry-all  also one fentry program per function on all functions (about an hour of
+#              guest time per kernel under TCG: the all-functions target's own measurement)
 #   --smp N    guest vCPUs (default 2; 1 avoids the TCG int3 issue of kernel/README
 #              "Known issues", which can kill a boot while kprobe-multi patches sites)
 #   --kernels  which kernels to boot (default: ours stock-7.3 stock-6.12)
 # env: BENCH_OUT (default bench/results; build/bench-quick with --quick), FENTRY_CAP
 #      (default 1000), TRIALS (runs per size below 1000, default 3)
 # Per kernel, three boots: the sizes up to 10,000; all functions for global,
-# kprobe-multi and fentry-each (capped: not run); all functions with tracing-multi, which
+# kprobe-multi and fentry-each (capped unless --fentry-all); all functions with tracing-multi, which
 # builds a trampoline per function and is the slowest under emulation. A boot that hits
 # its time limit leaves its rows as "did not finish"; any other failure exits non-zero.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-quick= kernels= noall= smp=2
+quick= kernels= noall= fentry_all= smp=2
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
 	--no-all) noall=1 ;;
+	--fentry-all) fentry_all=1 ;;
 	--smp) smp=${2:?--smp needs a number}; shift ;;
 	--kernels) kernels=${2:?--kernels needs a list}; shift ;;
-	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/trace-attach: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -108,7 +111,7 @@ boot() {
 	say "$k: $name (at most $limit s)"
 	start=$(date +%s)
 	echo "host load: $name: $(cut -d' ' -f1-3 /proc/loadavg) at the start; guest vCPUs: $smp" >>"$raw/$k.meta"
-	"$repo/vm/run" --kernel "$k" --smp "$smp" --timeout "$limit" -- \
+	"$repo/vm/run" --kernel "$k" --smp "$smp" --mem "${mem:-2G}" --timeout "$limit" -- \
 		"$repo/bench/trace-attach/guest.py" "$bpfmux" "$raw/$k.jsonl" \
 		--funcs "$raw/$k-funcs.txt" --fentry-cap "$cap" --trials "$trials" "$@" \
 		>"$raw/$k-$name.log" 2>&1
@@ -134,10 +137,20 @@ for k in $kernels; do
 	fi
 	boot "$k" sizes 3600 --sizes 10,100,1000,10000 --engines "$engines"
 	[ -n "$noall" ] && continue
-	boot "$k" all 1800 --sizes all --engines global,kprobe-multi,fentry-each
+	if [ -n "$fentry_all" ]; then
+		# 45,000 programs, trampolines and links: 4 GiB, and hours of limit
+		cap=1000000 mem=4G boot "$k" all 7200 --sizes all --engines global,kprobe-multi,fentry-each --timeout 7000
+	else
+		boot "$k" all 1800 --sizes all --engines global,kprobe-multi,fentry-each
+	fi
 	boot "$k" all-tracing-multi 2400 --sizes all --engines tracing-multi
 done
 
-python3 "$repo/bench/trace-attach/report.py" "$raw" "$out/trace-attach.md" $kernels || failed=1
+# every kernel with results, also those of an earlier run (--kernels reruns only some)
+reported=
+for k in ours stock-7.3 stock-6.12; do
+	[ -s "$raw/$k.jsonl" ] && reported="$reported $k"
+done
+python3 "$repo/bench/trace-attach/report.py" "$raw" "$out/trace-attach.md" $reported || failed=1
 say "wrote $out/trace-attach.md"
 exit $failed

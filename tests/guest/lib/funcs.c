@@ -180,6 +180,14 @@ static const char *const tracing_denied[] = {
 	"___migrate_enable", "migrate_disable", "migrate_enable", "rcu_read_unlock_strict",
 	"preempt_count_add", "preempt_count_sub", "__rcu_read_lock", "__rcu_read_unlock", NULL };
 
+/*
+ * Not on that list, but a per-function trampoline's own exit calls it: rcu_read_unlock()
+ * calls rcu_read_unlock_special() while a grace period waits on this CPU, so a program
+ * there re-enters its trampoline until the stack overflows (7.3.4, fentry and
+ * tracing_multi; bpfmux trace drops it for the same reason, trace/select.rs).
+ */
+static const char *const tracing_reenters[] = { "rcu_read_unlock_special", NULL };
+
 static int matches(const char *name, const char *const *globs)
 {
 	for (; *globs; globs++)
@@ -240,6 +248,7 @@ int func_set_collect_args(struct func_set *set, const struct btf *btf, const cha
 			if (pass == 1 && set->cnt >= max)
 				break;
 			if (!traceable(btf, t, max_args) || listed(name, tracing_denied) ||
+			    listed(name, tracing_reenters) ||
 			    names_count(&ftrace, name) != 1 ||
 			    names_count(&ksyms, name) != 1) {
 				if (required) {

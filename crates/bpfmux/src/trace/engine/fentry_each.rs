@@ -110,7 +110,8 @@ fn errno_of(e: &io::Error) -> Option<i32> {
     })
 }
 
-/// Raises RLIMIT_NOFILE to at least `want` (up to the hard limit).
+/// Raises RLIMIT_NOFILE to at least `want`, the hard limit too when the
+/// process may (CAP_SYS_RESOURCE: root's hard limit is often 4096).
 fn raise_nofile(want: usize) -> anyhow::Result<()> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -124,16 +125,18 @@ fn raise_nofile(want: usize) -> anyhow::Result<()> {
         if lim.rlim_cur >= want as libc::rlim_t {
             return Ok(());
         }
-        if lim.rlim_max < want as libc::rlim_t {
-            anyhow::bail!(
-                "fentry-each needs {want} file descriptors, the hard limit is {} \
-                 (raise it with ulimit -Hn, or use another engine)",
-                lim.rlim_max
-            );
-        }
+        let hard = lim.rlim_max;
         lim.rlim_cur = want as libc::rlim_t;
+        lim.rlim_max = lim.rlim_max.max(lim.rlim_cur);
         if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            return Err(io::Error::last_os_error()).context("setrlimit(RLIMIT_NOFILE)");
+            let e = io::Error::last_os_error();
+            if hard < want as libc::rlim_t {
+                anyhow::bail!(
+                    "fentry-each needs {want} file descriptors, the hard limit is {hard} \
+                     and raising it failed ({e}; raise it with ulimit -Hn, or use another engine)"
+                );
+            }
+            return Err(e).context("setrlimit(RLIMIT_NOFILE)");
         }
     }
     Ok(())
