@@ -3,8 +3,8 @@
 # left attached after an error or a signal. The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
-# Our kernel: the series' global trampoline (fexit.multi next to fentry.multi for the
-# exit side), and the automatic choice must take it.
+# Our kernel: the series' global trampoline (fsession.multi for the exit side: the
+# summary must say so), and the automatic choice must take it.
 if on ours; then
 	run trace-count-global tc count global
 	run trace-latency-global tc count global --latency

@@ -83,9 +83,22 @@ def parse(out):
     return objs, summary[-1] if summary else None
 
 
-def expected_engine(bpfmux):
+def features(bpfmux):
     out = subprocess.run([bpfmux, "features", "--json"], capture_output=True, text=True)
-    feats = {f["name"]: f["status"] for f in json.loads(out.stdout)["features"]}
+    return {f["name"]: f["status"] for f in json.loads(out.stdout)["features"]}
+
+
+def expected_exit_side(bpfmux, engine):
+    """How ENGINE must see exits: one session program wherever the kernel has one."""
+    if engine == "fentry-each":
+        return "pair"
+    if engine == "global" and features(bpfmux).get("fsession.multi.global") != "yes":
+        return "pair"
+    return "session"
+
+
+def expected_engine(bpfmux):
+    feats = features(bpfmux)
     for feat, engine in [("global_trampoline", "global"), ("tracing_multi", "tracing-multi"),
                          ("kprobe.multi", "kprobe-multi"), ("fentry", "fentry-each")]:
         if feats.get(feat) == "yes":
@@ -129,6 +142,9 @@ def t_count(bpfmux, trigger, engine, *opts):
     if not s:
         return
     check_engine(bpfmux, engine, s)
+    if latency:
+        want = expected_exit_side(bpfmux, s["engine"])
+        check(s.get("exit_side") == want, f"exit side {s.get('exit_side')} (want {want})")
     check(s["functions_attached"] == 2, f"2 functions attached ({s['functions_attached']})")
     for name, want in [("__x64_sys_getpgid", GETPGID), ("__x64_sys_getpriority", GETPRIORITY)]:
         f = calls(s, name)

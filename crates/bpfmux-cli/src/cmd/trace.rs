@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use bpfmux::symbolize::{KernelSymbolizer, SymResult, UserSymbolizer};
-use bpfmux::trace::engine::{Control, EngineKind, Interrupted};
+use bpfmux::trace::engine::{Control, EngineKind, ExitSide, Interrupted};
 use bpfmux::trace::events::{self, Event, FuncStats};
 use bpfmux::trace::output;
 use bpfmux::trace::pattern::Pattern;
@@ -363,6 +363,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for (k, why) in &plan.skipped_engines {
             eprintln!("  engine {k} not used: {why}");
         }
+        match plan.exit {
+            ExitSide::None => {}
+            ExitSide::Session => {
+                eprintln!("  exits: one session program (entry and exit paired by the kernel)")
+            }
+            ExitSide::Pair => eprintln!(
+                "  exits: separate entry and exit programs (paired by per-thread call stacks)"
+            ),
+        }
         report_drops(&sel.dropped, args.verbose);
         eprintln!(
             "  selected in {:.1} ms ({})",
@@ -631,6 +640,7 @@ fn summarize(
         let mut v = json!({
             "type": "summary",
             "engine": t.engine,
+            "exit_side": t.exit,
             "functions_attached": t.nr_attached(),
             "functions_dropped": t.selection.dropped.len(),
             "skipped": t.warnings().map(|d| json!({

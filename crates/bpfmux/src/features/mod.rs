@@ -166,6 +166,8 @@ pub fn probe_one(name: &str, btf: &KernelBtf) -> Option<Probe> {
         "kprobe.multi" => kprobe::multi(btf),
         "kprobe.session" => kprobe::session(btf),
         "global_trampoline" => series::global_trampoline(btf),
+        "fmod_ret.multi" => series::fmod_ret_multi(btf),
+        "fsession.multi.global" => series::fsession_multi_global(btf),
         _ => return None,
     })
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use libbpf_rs::libbpf_sys;
 
-use engine::{Control, Engine, EngineKind, Targets};
+use engine::{Control, Engine, EngineKind, ExitSide, Targets};
 use events::{Reader, Snapshot};
 use pattern::Pattern;
 use program::{Filters, ObjectConfig, TraceObject};
@@ -64,6 +64,8 @@ pub struct Plan {
     pub opts: TraceOptions,
     pub selection: Selection,
     pub engine: EngineKind,
+    /// How the engine sees exits on this kernel.
+    pub exit: ExitSide,
     /// Better engines this kernel lacks, with the probes' reasons.
     pub skipped_engines: Vec<(EngineKind, String)>,
     pub select_time: Duration,
@@ -71,14 +73,15 @@ pub struct Plan {
 
 pub fn plan(opts: TraceOptions) -> anyhow::Result<Plan> {
     let needs_exit = opts.needs_exit();
-    let (engine, skipped_engines) = engine::choose(opts.engine, needs_exit)?;
+    let choice = engine::choose(opts.engine, needs_exit)?;
     let t0 = Instant::now();
     let selection = select::select(&opts.patterns, &opts.excludes, SelectOptions { needs_exit })?;
     Ok(Plan {
         opts,
         selection,
-        engine,
-        skipped_engines,
+        engine: choice.kind,
+        exit: choice.exit,
+        skipped_engines: choice.skipped,
         select_time: t0.elapsed(),
     })
 }
@@ -90,6 +93,7 @@ pub struct Tracer {
     /// Same length as `selection.funcs`: false for functions the kernel refused.
     pub attached: Vec<bool>,
     pub engine: EngineKind,
+    pub exit: ExitSide,
     pub skipped_engines: Vec<(EngineKind, String)>,
     pub select_time: Duration,
     /// Creating the maps and relocating (before any program load).
@@ -111,10 +115,10 @@ impl Plan {
             opts,
             mut selection,
             engine: kind,
+            exit,
             skipped_engines,
             select_time,
         } = self;
-        let needs_exit = opts.needs_exit();
         let n = selection.funcs.len();
         let capture = opts.capture && selection.funcs.iter().any(|f| f.exact);
         let cfg = ObjectConfig {
@@ -123,11 +127,11 @@ impl Plan {
             capture,
             kstack: opts.kstack,
             ustack: opts.ustack,
-            pair_entry_exit: kind.pairs_entry_exit(needs_exit),
+            pair_entry_exit: exit == ExitSide::Pair,
             filters: opts.filters.clone(),
         };
         let t0 = Instant::now();
-        let obj = TraceObject::load(&cfg, &kind.entries(needs_exit))?;
+        let obj = TraceObject::load(&cfg, &kind.entries(exit))?;
         let prepare_time = t0.elapsed();
         let cookies: Vec<u64> = selection
             .funcs
@@ -145,7 +149,7 @@ impl Plan {
         let targets = Targets {
             funcs: &selection.funcs,
             cookies: &cookies,
-            needs_exit,
+            exit,
         };
         let mut backend = engine::new_engine(kind);
         let t1 = Instant::now();
@@ -173,6 +177,7 @@ impl Plan {
             selection,
             attached,
             engine: kind,
+            exit,
             skipped_engines,
             select_time,
             prepare_time,

@@ -57,7 +57,7 @@ fn attach_one(
 ) -> Result<Attached, io::Error> {
     let f = &t.funcs[i];
     let mut kinds = vec![(Entry::Fentry, libbpf_sys::BPF_TRACE_FENTRY)];
-    if t.needs_exit {
+    if t.exit.needed() {
         kinds.push((Entry::Fexit, libbpf_sys::BPF_TRACE_FEXIT));
     }
     let mut progs = Vec::new();
@@ -165,7 +165,7 @@ impl Engine for FentryEach {
         }
         // Two descriptors (program, link) per program: far past the usual
         // soft limit of 1024 for a few thousand functions.
-        let per_func = if t.needs_exit { 4 } else { 2 };
+        let per_func = if t.exit.needed() { 4 } else { 2 };
         raise_nofile(t.funcs.len() * per_func + 256)?;
         let all: Vec<usize> = (0..t.funcs.len()).collect();
         let first = spread_sample(&all);

@@ -4,9 +4,9 @@
 //! per-function metadata lookup instead of building a trampoline each.
 //! Chosen only when the feature probe saw the kernel accept that flag.
 //!
-//! The exit side is an fexit.multi link next to the entry one (see
-//! [`super::tracing_multi`]): series kernels before the global backend's
-//! fsession.multi patch accept fexit.multi there, so this works on both.
+//! The exit side is fsession.multi where the series' fsession patch is in
+//! the kernel, else an fexit.multi link next to the entry one (see
+//! [`super::tracing_multi`]), which every series kernel accepts.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
@@ -22,8 +22,8 @@ use crate::trace::program::TraceObject;
 /// BPF has, never called outside BPF selftests.
 const PROBE_TARGETS: &[&str] = &["bpf_fentry_test1", "bpf_fentry_test2"];
 
-/// Why the global backend cannot take an exit program here (`None`: it
-/// can): an fexit.multi link with the global flag on one function.
+/// Why the global backend cannot take an fexit.multi program here (`None`:
+/// it can): such a link with the global flag on one function.
 pub fn exit_unavailable(btf: &KernelBtf) -> Option<String> {
     let Some((target, id)) = btf.first_func(PROBE_TARGETS) else {
         return Some(format!(

@@ -38,7 +38,7 @@ impl Engine for KprobeMulti {
         t: &Targets<'_>,
         ctl: Control<'_>,
     ) -> anyhow::Result<Vec<Refused>> {
-        let (entry, attach_type) = if t.needs_exit {
+        let (entry, attach_type) = if t.exit.needed() {
             (Entry::KprobeSession, libbpf_sys::BPF_TRACE_KPROBE_SESSION)
         } else {
             (Entry::KprobeEntry, libbpf_sys::BPF_TRACE_KPROBE_MULTI)
@@ -85,7 +85,7 @@ impl Engine for KprobeMulti {
             .with_context(|| {
                 format!(
                     "kprobe.{} link on {} functions",
-                    if t.needs_exit { "session" } else { "multi" },
+                    if t.exit.needed() { "session" } else { "multi" },
                     all.len()
                 )
             })?;

@@ -5,7 +5,7 @@
 //!
 //! | engine | kernel mechanism | exit side (latency, return values) |
 //! |---|---|---|
-//! | `global` | this series: tracing_multi link on the global trampoline | a second link, fexit.multi |
+//! | `global` | this series: tracing_multi link on the global trampoline | fsession.multi where the kernel has it on this backend, else a second link, fexit.multi |
 //! | `tracing-multi` | upstream 7.2+ tracing_multi link (one trampoline per function, one link) | fsession.multi |
 //! | `kprobe-multi` | kprobe.multi link (fprobe) | kprobe.session |
 //! | `fentry-each` | one fentry program per function, loaded in parallel | one fexit program per function |
@@ -64,8 +64,8 @@ impl EngineKind {
     /// The `bpfmux features` probes that must say yes.
     fn required_probes(self, needs_exit: bool) -> &'static [&'static str] {
         match (self, needs_exit) {
-            // The exit side on the global backend is probed by the engine
-            // itself (see global::exit_unavailable).
+            // The exit side on the global backend is probed by
+            // [`EngineKind::exit_side`].
             (EngineKind::Global, _) => &["global_trampoline"],
             (EngineKind::TracingMulti, _) => &["tracing_multi"],
             (EngineKind::KprobeMulti, false) => &["kprobe.multi"],
@@ -75,24 +75,77 @@ impl EngineKind {
         }
     }
 
-    /// Entry points this engine loads.
-    pub fn entries(self, needs_exit: bool) -> Vec<Entry> {
-        match (self, needs_exit) {
-            (EngineKind::Global | EngineKind::TracingMulti, false) => vec![Entry::MultiEntry],
-            // fentry.multi + fexit.multi: every series kernel's global backend
-            // takes them (fsession.multi only since a later patch).
-            (EngineKind::Global, true) => vec![Entry::MultiEntry, Entry::MultiExit],
-            (EngineKind::TracingMulti, true) => vec![Entry::MultiSession],
-            (EngineKind::KprobeMulti, false) => vec![Entry::KprobeEntry],
-            (EngineKind::KprobeMulti, true) => vec![Entry::KprobeSession],
-            (EngineKind::FentryEach, false) => vec![Entry::Fentry],
-            (EngineKind::FentryEach, true) => vec![Entry::Fentry, Entry::Fexit],
+    /// How this engine sees exits on this kernel, or why it cannot.
+    fn exit_side(self, needs_exit: bool, btf: &KernelBtf) -> Result<ExitSide, String> {
+        if !needs_exit {
+            return Ok(ExitSide::None);
+        }
+        match self {
+            EngineKind::Global => {
+                // fsession.multi on the global backend came with a later
+                // patch of the series than fexit.multi: take it when there.
+                let session = features::probe_one("fsession.multi.global", btf);
+                if session.as_ref().is_some_and(|p| p.status == Status::Yes) {
+                    return Ok(ExitSide::Session);
+                }
+                match global::exit_unavailable(btf) {
+                    None => Ok(ExitSide::Pair),
+                    Some(why) => Err(match session {
+                        Some(p) => {
+                            format!("fsession.multi.global: {} ({}); {why}", p.status, p.detail)
+                        }
+                        None => why,
+                    }),
+                }
+            }
+            // fsession.multi came with 7.3; tracing_multi alone (7.2) lacks it.
+            EngineKind::TracingMulti => btf
+                .enum_value("bpf_attach_type", "BPF_TRACE_FSESSION_MULTI")
+                .map(|_| ExitSide::Session)
+                .ok_or_else(|| "BPF_TRACE_FSESSION_MULTI not in this kernel's BTF".into()),
+            EngineKind::KprobeMulti => Ok(ExitSide::Session),
+            EngineKind::FentryEach => Ok(ExitSide::Pair),
         }
     }
 
-    /// Entry and exit are separate programs: per-thread call stacks pair them.
-    pub fn pairs_entry_exit(self, needs_exit: bool) -> bool {
-        needs_exit && matches!(self, EngineKind::FentryEach | EngineKind::Global)
+    /// Entry points this engine loads for `exit`.
+    pub fn entries(self, exit: ExitSide) -> Vec<Entry> {
+        match (self, exit) {
+            (EngineKind::Global | EngineKind::TracingMulti, ExitSide::None) => {
+                vec![Entry::MultiEntry]
+            }
+            (EngineKind::Global | EngineKind::TracingMulti, ExitSide::Session) => {
+                vec![Entry::MultiSession]
+            }
+            (EngineKind::Global | EngineKind::TracingMulti, ExitSide::Pair) => {
+                vec![Entry::MultiEntry, Entry::MultiExit]
+            }
+            (EngineKind::KprobeMulti, ExitSide::None) => vec![Entry::KprobeEntry],
+            (EngineKind::KprobeMulti, _) => vec![Entry::KprobeSession],
+            (EngineKind::FentryEach, ExitSide::None) => vec![Entry::Fentry],
+            (EngineKind::FentryEach, _) => vec![Entry::Fentry, Entry::Fexit],
+        }
+    }
+}
+
+/// How an engine sees a function's exit (latencies and return values need
+/// it). Chosen with the engine, by probing the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExitSide {
+    /// Not needed: entry programs only.
+    None,
+    /// One session program runs at entry and at exit; the kernel pairs the
+    /// two runs (fsession.multi, kprobe.session).
+    Session,
+    /// An entry and an exit program; per-thread call stacks in the BPF
+    /// program pair them (fentry + fexit, fentry.multi + fexit.multi).
+    Pair,
+}
+
+impl ExitSide {
+    pub fn needed(self) -> bool {
+        self != ExitSide::None
     }
 }
 
@@ -116,8 +169,9 @@ impl FromStr for EngineKind {
     }
 }
 
-/// Why an engine cannot run here, from the probes it needs.
-pub fn unavailable_because(kind: EngineKind, needs_exit: bool, btf: &KernelBtf) -> Option<String> {
+/// How an engine would run here (its exit side), or why it cannot, from
+/// the probes it needs.
+pub fn check(kind: EngineKind, needs_exit: bool, btf: &KernelBtf) -> Result<ExitSide, String> {
     let mut why = Vec::new();
     for name in kind.required_probes(needs_exit) {
         match features::probe_one(name, btf) {
@@ -126,21 +180,10 @@ pub fn unavailable_because(kind: EngineKind, needs_exit: bool, btf: &KernelBtf) 
             None => why.push(format!("{name}: no probe")),
         }
     }
-    if needs_exit && kind == EngineKind::Global && why.is_empty() {
-        if let Some(w) = global::exit_unavailable(btf) {
-            why.push(w);
-        }
+    if !why.is_empty() {
+        return Err(why.join("; "));
     }
-    if needs_exit && kind == EngineKind::TracingMulti {
-        // fsession.multi came with 7.3; tracing_multi alone (7.2) lacks it.
-        if btf
-            .enum_value("bpf_attach_type", "BPF_TRACE_FSESSION_MULTI")
-            .is_none()
-        {
-            why.push("BPF_TRACE_FSESSION_MULTI not in this kernel's BTF".into());
-        }
-    }
-    (!why.is_empty()).then(|| why.join("; "))
+    kind.exit_side(needs_exit, btf)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -151,25 +194,40 @@ pub enum ChooseError {
     None(String),
 }
 
+/// What [`choose`] picked.
+pub struct Choice {
+    pub kind: EngineKind,
+    pub exit: ExitSide,
+    /// Better engines this kernel lacks, with the probes' reasons.
+    pub skipped: Vec<(EngineKind, String)>,
+}
+
 /// The requested engine if it works here, or the first that does; with the
 /// reasons the better ones were passed over.
-pub fn choose(
-    requested: Option<EngineKind>,
-    needs_exit: bool,
-) -> Result<(EngineKind, Vec<(EngineKind, String)>), ChooseError> {
+pub fn choose(requested: Option<EngineKind>, needs_exit: bool) -> Result<Choice, ChooseError> {
     features::quiet_libbpf();
     let btf = KernelBtf::load();
     if let Some(kind) = requested {
-        return match unavailable_because(kind, needs_exit, &btf) {
-            None => Ok((kind, Vec::new())),
-            Some(why) => Err(ChooseError::Unavailable { kind, why }),
+        return match check(kind, needs_exit, &btf) {
+            Ok(exit) => Ok(Choice {
+                kind,
+                exit,
+                skipped: Vec::new(),
+            }),
+            Err(why) => Err(ChooseError::Unavailable { kind, why }),
         };
     }
     let mut skipped = Vec::new();
     for kind in EngineKind::ALL {
-        match unavailable_because(kind, needs_exit, &btf) {
-            None => return Ok((kind, skipped)),
-            Some(why) => skipped.push((kind, why)),
+        match check(kind, needs_exit, &btf) {
+            Ok(exit) => {
+                return Ok(Choice {
+                    kind,
+                    exit,
+                    skipped,
+                })
+            }
+            Err(why) => skipped.push((kind, why)),
         }
     }
     let text = skipped
@@ -184,7 +242,7 @@ pub fn choose(
 pub struct Targets<'a> {
     pub funcs: &'a [Func],
     pub cookies: &'a [u64],
-    pub needs_exit: bool,
+    pub exit: ExitSide,
 }
 
 /// A function the kernel would not attach (index into the targets).

@@ -6,17 +6,17 @@
 //! A link's ids must all belong to the program's attach BTF, so functions
 //! are grouped by BTF object (vmlinux, each module), one program copy each.
 //!
-//! The exit side: fsession.multi (one program, one link) upstream; the
-//! global backend has no session, so there it is a second link with an
-//! fexit.multi program, paired with the entry through per-thread call
-//! stacks in the BPF program.
+//! The exit side: fsession.multi (one program, one link) upstream and on
+//! series kernels whose global backend has it; on older series kernels a
+//! second link with an fexit.multi program, paired with the entry through
+//! per-thread call stacks in the BPF program ([`ExitSide::Pair`]).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use anyhow::Context as _;
 
-use super::{attach_bisect, bisect_error, Control, Engine, EngineKind, Refused, Targets};
+use super::{attach_bisect, bisect_error, Control, Engine, EngineKind, ExitSide, Refused, Targets};
 use crate::sys::bpf;
 use crate::trace::btf::module_btf_fd;
 use crate::trace::pattern::Scope;
@@ -43,11 +43,11 @@ impl TracingMulti {
     }
 
     /// (entry point, attach type) of each program, entry first.
-    fn programs_for(&self, needs_exit: bool) -> Vec<(Entry, u32)> {
-        match (needs_exit, self.global) {
-            (false, _) => vec![(Entry::MultiEntry, bpf::BPF_TRACE_FENTRY_MULTI)],
-            (true, false) => vec![(Entry::MultiSession, bpf::BPF_TRACE_FSESSION_MULTI)],
-            (true, true) => vec![
+    fn programs_for(exit: ExitSide) -> Vec<(Entry, u32)> {
+        match exit {
+            ExitSide::None => vec![(Entry::MultiEntry, bpf::BPF_TRACE_FENTRY_MULTI)],
+            ExitSide::Session => vec![(Entry::MultiSession, bpf::BPF_TRACE_FSESSION_MULTI)],
+            ExitSide::Pair => vec![
                 (Entry::MultiEntry, bpf::BPF_TRACE_FENTRY_MULTI),
                 (Entry::MultiExit, bpf::BPF_TRACE_FEXIT_MULTI),
             ],
@@ -70,7 +70,7 @@ impl Engine for TracingMulti {
         t: &Targets<'_>,
         ctl: Control<'_>,
     ) -> anyhow::Result<Vec<Refused>> {
-        let kinds = self.programs_for(t.needs_exit);
+        let kinds = Self::programs_for(t.exit);
         let flags = if self.global {
             bpf::BPF_F_TRACING_MULTI_GLOBAL
         } else {
