@@ -83,15 +83,17 @@ def kernel_section(kernel, boots, runs, meta):
     lines = []
     uname = boots[0]["uname"] if boots else "?"
     total = boots[0]["funcs_total"] if boots else None
-    cap = boots[0]["fentry_cap"] if boots else None
+    # the boot of the largest sizes decides whether fentry-each ran on all of them
+    cap = max((b["fentry_cap"] for b in boots), default=None)
     lines.append(f"## {kernel} ({uname})")
     lines.append("")
-    for k in ("image", "host load", "guest load", "boots"):
+    for k in ("run", "image", "host load", "guest load", "boots"):
         for v in meta.get(k, []):
             lines.append(f"- {k}: {v}")
     if total is not None:
         lines.append(f"- traceable functions (`bpfmux trace --list '*'`): {total}; "
-                     f"fentry-each capped at {cap} functions")
+                     + ("fentry-each on all of them (`--fentry-all`)" if cap >= total else
+                        f"fentry-each capped at {cap} functions"))
     lines.append("")
     # (label, functions), in the order measured; a "did not finish" row has no count
     wants = {}
@@ -160,9 +162,11 @@ def main():
     raw, out_path, *kernels = sys.argv[1:]
     run_meta = read_meta(f"{raw}/run.meta")
     out = ["# bpfmux trace: attach and detach time per engine", ""]
+    # the latest run; --kernels reruns only some kernels, each section says when it ran
     for k in ("generated", "commit", "bpfmux", "host", "mode"):
         for v in run_meta.get(k, []):
-            out.append(f"- {k}: {v}")
+            out.append(f"- {k} (latest run): {v}" if k in ("generated", "commit", "mode")
+                       else f"- {k}: {v}")
     out += [
         "- method: `bpfmux trace --engine E --json -d 0 -f LIST` in a QEMU TCG guest per kernel "
         "(emulated: compare ratios within one kernel's table, not absolute times). LIST is the "
@@ -170,8 +174,8 @@ def main():
         "given as exact names; attach = loading the program(s) + creating the links "
         "(the summary's attach_ms), detach = closing them (detach_ms). At each size the "
         "engines run one after another in the same boot; sizes below 1,000 are the median "
-        "of several runs. `all` runs in boots of their own (tracing-multi alone), so a row "
-        "that hits its time limit costs only itself.",
+        "of several runs. `all` runs in a boot of its own, every engine one after another, "
+        "fentry-each last.",
         "- engines: global = this series' global trampoline (tracing_multi link with "
         "BPF_F_TRACING_MULTI_GLOBAL); tracing-multi = upstream tracing_multi (a trampoline "
         "per function, one link); kprobe-multi = one kprobe.multi link; fentry-each = one "

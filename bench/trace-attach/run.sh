@@ -17,10 +17,10 @@
 #   --kernels  which kernels to boot (default: ours stock-7.3 stock-6.12)
 # env: BENCH_OUT (default bench/results; build/bench-quick with --quick), FENTRY_CAP
 #      (default 1000), TRIALS (runs per size below 1000, default 3)
-# Per kernel, three boots: the sizes up to 10,000; all functions for global,
-# kprobe-multi and fentry-each (capped unless --fentry-all); all functions with tracing-multi, which
-# builds a trampoline per function and is the slowest under emulation. A boot that hits
-# its time limit leaves its rows as "did not finish"; any other failure exits non-zero.
+# Per kernel, two boots: the sizes up to 10,000; all functions for every engine
+# (fentry-each capped unless --fentry-all), so the all-functions ratios come from one
+# boot too. A boot that hits its time limit leaves its rows as "did not finish"; any
+# other failure exits non-zero.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -62,6 +62,8 @@ if ! cargo build --quiet --release -p bpfmux-cli; then
 	exit 1
 fi
 
+mode="${quick:+quick}${noall:+ --no-all}${fentry_all:+ --fentry-all}"
+mode=${mode:-full}
 commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- crates bench/trace-attach || commit="$commit (+ uncommitted changes in crates/ or bench/trace-attach/)"
 {
@@ -130,20 +132,23 @@ boot() {
 
 for k in $kernels; do
 	rm -f "$raw/$k.jsonl" "$raw/$k.meta" "$raw/$k-funcs.txt" "$raw/$k"-*.log
-	echo "image: $(image_of "$k")" >"$raw/$k.meta"
+	{
+		echo "run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, $mode"
+		echo "image: $(image_of "$k")"
+	} >"$raw/$k.meta"
 	if [ -n "$quick" ]; then
 		boot "$k" sizes 900 --sizes 10,100 --engines "$engines"
 		continue
 	fi
 	boot "$k" sizes 3600 --sizes 10,100,1000,10000 --engines "$engines"
 	[ -n "$noall" ] && continue
+	# fentry-each last: if it runs out of time, the others' rows are in
 	if [ -n "$fentry_all" ]; then
 		# 45,000 programs, trampolines and links: 4 GiB, and hours of limit
-		cap=1000000 mem=4G boot "$k" all 7200 --sizes all --engines global,kprobe-multi,fentry-each --timeout 7000
+		cap=1000000 mem=4G boot "$k" all 7200 --sizes all --engines "$engines" --timeout 7000
 	else
-		boot "$k" all 1800 --sizes all --engines global,kprobe-multi,fentry-each
+		boot "$k" all 1800 --sizes all --engines "$engines"
 	fi
-	boot "$k" all-tracing-multi 2400 --sizes all --engines tracing-multi
 done
 
 # every kernel with results, also those of an earlier run (--kernels reruns only some)
