@@ -72,7 +72,7 @@ kernel_facts() {
 		img=$kout/arch/x86/boot/bzImage
 		echo "image: bzImage sha256 $(sha256sum "$img" | cut -c1-16), built $(date -u -r "$img" '+%Y-%m-%d %H:%M UTC')"
 		echo "tree: kernel tree HEAD when the benchmark ran (the image may be older): $(git -C "$cache/linux" log -1 --format='%h %s' 2>/dev/null || echo unknown), $(git -C "$cache/linux" rev-list --count base..HEAD 2>/dev/null || echo '?') commits on base"
-		echo "config: x86_64_defconfig + kvm_guest.config + kernel/config/$(ls kernel/config | tr '\n' ' ')(.config sha256 $(sha256sum "$kout/.config" 2>/dev/null | cut -c1-16))"
+		echo "config: x86_64_defconfig + kvm_guest.config + kernel/config/bpfmux.config (.config sha256 $(sha256sum "$kout/.config" 2>/dev/null | cut -c1-16))"
 		;;
 	stock-*)
 		d=$cache/images/$k
