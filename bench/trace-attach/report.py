@@ -90,6 +90,10 @@ def kernel_section(kernel, boots, runs, meta):
     for k in ("run", "image", "host load", "guest load", "boots"):
         for v in meta.get(k, []):
             lines.append(f"- {k}: {v}")
+    if any("guest vCPUs: 1" in v for v in meta.get("host load", [])):
+        lines.append("- one guest vCPU (`--smp 1`, against the TCG int3 issue of kernel/README "
+                     "\"Known issues\"): fentry-each's worker threads cannot load programs in "
+                     "parallel here, as they can with two")
     if total is not None:
         lines.append(f"- traceable functions (`bpfmux trace --list '*'`): {total}; "
                      + ("fentry-each on all of them (`--fentry-all`)" if cap >= total else

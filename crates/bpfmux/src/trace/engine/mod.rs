@@ -432,6 +432,29 @@ pub(crate) fn attach_bisect<L>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_follow_the_exit_side() {
+        use EngineKind::*;
+        for kind in [Global, TracingMulti] {
+            assert_eq!(kind.entries(ExitSide::None), [Entry::MultiEntry]);
+            assert_eq!(kind.entries(ExitSide::Session), [Entry::MultiSession]);
+            assert_eq!(
+                kind.entries(ExitSide::Pair),
+                [Entry::MultiEntry, Entry::MultiExit]
+            );
+        }
+        assert_eq!(KprobeMulti.entries(ExitSide::None), [Entry::KprobeEntry]);
+        assert_eq!(
+            KprobeMulti.entries(ExitSide::Session),
+            [Entry::KprobeSession]
+        );
+        assert_eq!(FentryEach.entries(ExitSide::None), [Entry::Fentry]);
+        assert_eq!(
+            FentryEach.entries(ExitSide::Pair),
+            [Entry::Fentry, Entry::Fexit]
+        );
+    }
     use std::cell::RefCell;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::sync::atomic::AtomicUsize;
