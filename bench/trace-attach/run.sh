@@ -12,8 +12,8 @@
 #   --no-all   only the sizes up to 10,000 (one boot per kernel, no all-functions rows)
 #   --fentry-all  also one fentry program per function on all functions (about an hour of
 #              guest time per kernel under TCG: the all-functions target's own measurement)
-#   --smp N    guest vCPUs (default 2; 1 avoids the TCG int3 issue of kernel/README
-#              "Known issues", which can kill a boot while kprobe-multi patches sites)
+#   --smp N    guest vCPUs (default 1: with 2, the TCG int3 issue of kernel/README
+#              "Known issues" has killed boots while attaching many thousand functions)
 #   --kernels  which kernels to boot (default: ours stock-7.3 stock-6.12)
 # env: BENCH_OUT (default bench/results; build/bench-quick with --quick), FENTRY_CAP
 #      (default 1000), TRIALS (runs per size below 1000, default 3)
@@ -24,7 +24,7 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-quick= kernels= noall= fentry_all= smp=2
+quick= kernels= noall= fentry_all= smp=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
