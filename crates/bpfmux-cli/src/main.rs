@@ -3,6 +3,7 @@
 
 mod addr;
 mod cmd;
+mod progress;
 
 use clap::{Parser, Subcommand};
 

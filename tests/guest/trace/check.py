@@ -26,6 +26,7 @@ Each check prints "ok - ..." or "FAIL - ..." lines; exit status 0 when all hold.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,7 @@ NOTRACE, DENIED = "do_syscall_64", "migrate_disable"
 PROG_PREFIX = "trace_"
 failures = 0
 links_tool = None
+last_stderr = ""  # of the latest run(): progress lines and warnings
 
 
 def check(ok, msg):
@@ -69,7 +71,9 @@ def check_nothing_attached(what):
 
 
 def run(bpfmux, args, timeout=600):
+    global last_stderr
     p = subprocess.run([bpfmux, "trace", *args], capture_output=True, text=True, timeout=timeout)
+    last_stderr = p.stderr
     for line in p.stderr.splitlines():
         print(f"  stderr: {line}")
     check_nothing_attached(f"bpfmux trace exited {p.returncode}")
@@ -169,6 +173,12 @@ def t_glob(bpfmux, trigger, engine, min_funcs, *patterns):
     check(s["functions_dropped"] >= 1, f"{s['functions_dropped']} dropped (vfs_caches_init is notrace)")
     got = calls(s, "__x64_sys_getpgid").get("calls")
     check(got == GETPGID, f"__x64_sys_getpgid: {got} calls among {n} (want {GETPGID})")
+    if n > 100:
+        # stderr is a pipe here: progress comes as lines, not as an invisible bar
+        done = re.findall(r"attaching: (\d+)/(\d+) functions, ", last_stderr)
+        check(done and done[-1][0] == done[-1][1],
+              f"progress lines on a non-terminal stderr end with all attached ({done[-1:]})")
+        check(f"detaching {n} functions" in last_stderr, "a line says detaching has started")
 
 
 def t_args(bpfmux, trigger, engine):

@@ -17,8 +17,9 @@ use bpfmux::trace::pattern::Pattern;
 use bpfmux::trace::program::Filters;
 use bpfmux::trace::select::{self as selection, SelectOptions};
 use bpfmux::trace::{self, TraceOptions, Tracer};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
+
+use crate::progress::AttachProgress;
 
 /// Trace kernel functions: one BPF program on every function the patterns
 /// match, attached with the fastest mechanism this kernel offers.
@@ -384,17 +385,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
 
-    let bar = if n > 100 {
-        let b = ProgressBar::new(n as u64);
-        b.set_style(
-            ProgressStyle::with_template("attaching {bar:40} {pos}/{len} functions {elapsed}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
-    let progress = |k: usize| bar.inc(k as u64);
+    let bar = AttachProgress::new(n);
+    let progress = |k: usize| bar.inc(k);
     let ctl = Control {
         progress: &progress,
         cancel: &STOP,
@@ -403,7 +395,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Ok(t) => t,
         Err(e) if e.chain().any(|c| c.is::<Interrupted>()) => {
             // Everything attached is closed by now (Plan::attach's promise).
-            bar.finish_and_clear();
+            bar.finish();
             drop(child);
             let sig = STOP_SIGNAL.load(Ordering::Relaxed);
             eprintln!(
@@ -414,7 +406,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e),
     };
-    bar.finish_and_clear();
+    bar.finish();
     let warnings: Vec<_> = tracer.warnings().collect();
     let shown = if args.verbose > 1 { usize::MAX } else { 10 };
     for d in warnings.iter().take(shown) {
@@ -442,6 +434,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         c.release()?;
     }
     let result = trace_loop(&args, &tracer, child.as_mut());
+    bar.detaching(tracer.nr_attached());
     let detach = tracer.detach();
     let loop_out = result?;
     summarize(&args, &tracer, detach, loop_out, child.as_ref())
