@@ -15,12 +15,14 @@ load hits every engine of a row alike.
 
 Each line of OUT.jsonl is one run: {"engine", "size", "want", "trial", "status", ...};
 status "ok" with the summary's numbers, "capped" (fentry-each above --fentry-cap: not
-run, never extrapolated), "not available on this kernel" (with bpfmux's reason), or
-"failed" (with the error).
+run, never extrapolated), "not available on this kernel" (with bpfmux's reason),
+"did not finish" (stopped at --timeout: the attach time if the attach had finished,
+else attach_at_least_ms from bpfmux's last progress line), or "failed" (with the error).
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -56,23 +58,34 @@ def sample(names, n):
 
 
 def run_one(bpfmux, engine, names, list_path, timeout):
+    """One attach + detach. Returns (row, proc): proc is a run stopped at its timeout
+    (SIGTERM: bpfmux abandons the attach and detaches what it attached), still to be
+    reaped by the caller after the row is written."""
     with open(list_path, "w") as f:
         f.write("\n".join(names) + "\n")
     args = [bpfmux, "trace", "--engine", engine, "--json", "-d", "0", "-f", list_path]
     t0 = time.monotonic()
-    try:
-        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"status": "failed", "error": f"did not finish within {timeout} s"}
-    wall = time.monotonic() - t0
-    err = p.stderr.strip()
+    # files, not pipes: on a timeout, stderr's progress lines say how far it got
+    with open(list_path + ".out", "w+") as outf, open(list_path + ".err", "w+") as errf:
+        p = subprocess.Popen(args, stdout=outf, stderr=errf, text=True)
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            errf.seek(0)
+            return unfinished_row(errf.read(), len(names), timeout), p
+        wall = time.monotonic() - t0
+        outf.seek(0)
+        errf.seek(0)
+        stdout, err = outf.read(), errf.read().strip()
     if p.returncode != 0:
         if f"engine {engine} is not available" in err:
             why = err.split("not available on this kernel:", 1)[-1].strip()
-            return {"status": "not available on this kernel", "error": why}
-        return {"status": "failed", "error": err.splitlines()[-1] if err else f"exit {p.returncode}"}
+            return {"status": "not available on this kernel", "error": why}, None
+        return {"status": "failed",
+                "error": err.splitlines()[-1] if err else f"exit {p.returncode}"}, None
     summary = None
-    for line in p.stdout.splitlines():
+    for line in stdout.splitlines():
         try:
             o = json.loads(line)
         except ValueError:
@@ -80,7 +93,7 @@ def run_one(bpfmux, engine, names, list_path, timeout):
         if o.get("type") == "summary":
             summary = o
     if summary is None:
-        return {"status": "failed", "error": "no JSON summary in the output"}
+        return {"status": "failed", "error": "no JSON summary in the output"}, None
     return {
         "status": "ok",
         "attached": summary["functions_attached"],
@@ -91,7 +104,40 @@ def run_one(bpfmux, engine, names, list_path, timeout):
         "attach_ms": summary["attach_ms"],
         "detach_ms": summary["detach_ms"],
         "wall_s": round(wall, 3),
-    }
+    }, None
+
+
+ATTACHED = re.compile(r"attached (\d+) functions in ([\d.]+) ms")
+ATTACHING = re.compile(r"attaching: (\d+)/(\d+) functions, ([\d.]+) s after the first")
+
+
+def unfinished_row(stderr, want, timeout):
+    """A run stopped at its timeout, from bpfmux's stderr: the attach time if the
+    attach had finished, else a lower bound on it (the last progress line's time)."""
+    row = {"status": "did not finish", "ran_s": timeout}
+    done = ATTACHED.findall(stderr)
+    if done:
+        row["attached"], row["attach_ms"] = int(done[-1][0]), float(done[-1][1])
+        row["error"] = f"detach did not finish within the run's {timeout} s"
+        return row
+    steps = ATTACHING.findall(stderr)
+    if steps:
+        k, _, secs = steps[-1]
+        row["attached_by_then"], row["attach_at_least_ms"] = int(k), float(secs) * 1e3
+        row["error"] = (f"attach did not finish within the run's {timeout} s: "
+                        f"{k} of {want} attached, {float(secs):.0f} s after the first")
+    else:
+        row["error"] = f"did not finish within the run's {timeout} s (no progress line)"
+    return row
+
+
+def reap(p, grace):
+    """Wait for a stopped run to detach and exit; kill it if that takes too long."""
+    try:
+        p.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
 
 
 def main():
@@ -106,6 +152,8 @@ def main():
     ap.add_argument("--fentry-cap", type=int, default=1000)
     ap.add_argument("--funcs", default="/tmp/trace-attach-funcs.txt")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    ap.add_argument("--grace", type=int, default=600,
+                    help="seconds a run stopped at its timeout has to detach and exit")
     a = ap.parse_args()
 
     names = function_set(a.bpfmux, a.funcs)
@@ -137,12 +185,17 @@ def main():
                         emit({**base, "status": "capped",
                               "error": f"one program per function is capped at {a.fentry_cap}"})
                         continue
-                    r = run_one(a.bpfmux, engine, sample(names, size), list_path, a.timeout)
+                    r, stopped = run_one(a.bpfmux, engine, sample(names, size), list_path,
+                                         a.timeout)
                     if r["status"] == "not available on this kernel":
                         unavailable[engine] = r
                     if r["status"] == "failed":
                         rc = 1
                     emit({**base, **r})
+                    if stopped is not None:
+                        log(f"{engine} {label} ({size}) #{trial}: {r['error']}; detaching")
+                        reap(stopped, a.grace)
+                        continue
                     if r["status"] == "ok":
                         log(f"{engine} {label} ({size}) #{trial}: attach {r['attach_ms']:.1f} ms, "
                             f"detach {r['detach_ms']:.1f} ms, {r['attached']} attached, "

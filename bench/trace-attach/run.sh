@@ -16,7 +16,9 @@
 #              "Known issues" has killed boots while attaching many thousand functions)
 #   --kernels  which kernels to boot (default: ours stock-7.3 stock-6.12)
 # env: BENCH_OUT (default bench/results; build/bench-quick with --quick), FENTRY_CAP
-#      (default 1000), TRIALS (runs per size below 1000, default 3)
+#      (default 1000), TRIALS (runs per size below 1000, default 3), FENTRY_ALL_S
+#      (--fentry-all: seconds one run may take before it is stopped, default 7000;
+#      a stopped run's row gives a lower bound on its attach time)
 # Per kernel, two boots: the sizes up to 10,000; all functions for every engine
 # (fentry-each capped unless --fentry-all), so the all-functions ratios come from one
 # boot too. A boot that hits its time limit leaves its rows as "did not finish"; any
@@ -32,7 +34,7 @@ while [ $# -gt 0 ]; do
 	--fentry-all) fentry_all=1 ;;
 	--smp) smp=${2:?--smp needs a number}; shift ;;
 	--kernels) kernels=${2:?--kernels needs a list}; shift ;;
-	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/trace-attach: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -46,6 +48,7 @@ else
 	kernels=${kernels:-ours stock-7.3 stock-6.12}
 	cap=${FENTRY_CAP:-1000} trials=${TRIALS:-3}
 fi
+fentry_s=${FENTRY_ALL_S:-7000}
 raw=$out/raw/trace-attach
 mkdir -p "$raw"
 cache=${BPFMUX_CACHE:-$HOME/.cache/bpfmux}
@@ -144,8 +147,10 @@ for k in $kernels; do
 	[ -n "$noall" ] && continue
 	# fentry-each last: if it runs out of time, the others' rows are in
 	if [ -n "$fentry_all" ]; then
-		# 45,000 programs, trampolines and links: 4 GiB, and hours of limit
-		cap=1000000 mem=4G boot "$k" all 7200 --sizes all --engines "$engines" --timeout 7000
+		# 45,000 programs, trampolines and links: 4 GiB, and hours of limit; a run stopped
+		# at its limit records how far its attach got, then detaches
+		cap=1000000 mem=4G boot "$k" all $((fentry_s + 1800)) --sizes all --engines "$engines" \
+			--timeout "$fentry_s"
 	else
 		boot "$k" all 1800 --sizes all --engines "$engines"
 	fi
