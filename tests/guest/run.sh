@@ -14,11 +14,26 @@ if ! make -s -C "$here" || ! make -s -C "$repo/bench" || ! (cd "$repo" && cargo 
 	exit 1
 fi
 
+# The XDP parts boot one vCPU. Every XDP test run (BPF_PROG_TEST_RUN) re-patches the
+# kernel's XDP dispatcher, and under QEMU TCG with 2 vCPUs a CPU sometimes runs a stale
+# int3 from that patching and dies (kernel/README "Known issues"; a CI run died so in
+# xdpchain-stats). The other parts keep 2 vCPUs so the trampolines meet real SMP.
+one_cpu_parts="50 55"
+two_cpu_parts=
+for f in "$here"/suite.d/*.sh; do
+	n=$(basename "$f" | cut -d- -f1)
+	[[ " $one_cpu_parts " == *" $n "* ]] || two_cpu_parts="$two_cpu_parts $n"
+done
+
 passed=0 failed=0
-for k in "$@"; do
+# boot KERNEL SMP PARTS...: one boot running suite.sh on those parts; adds to the counts
+boot() {
+	local k=$1 smp=$2 log rc attempt counts p f
+	shift 2
 	log=$(mktemp)
 	for attempt in 1 2; do
-		"$repo/vm/run" --kernel "$k" --timeout 1500 -- "$here/suite.sh" "$k" 2>&1 | tee "$log"
+		"$repo/vm/run" --kernel "$k" --smp "$smp" --timeout 1500 -- "$here/suite.sh" "$k" "$@" 2>&1 |
+			tee "$log"
 		rc=${PIPESTATUS[0]}
 		# A kernel that dies while booting, before suite.sh printed its first line, ran no
 		# test: boot it once more, saying so. Under QEMU TCG with 2 vCPUs, boot-time code
@@ -40,10 +55,17 @@ for k in "$@"; do
 	fi
 	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
 		f=1   # the suite passed but the run did not (splat, timeout): count it
-		echo "FAIL $k: vm/run exited $rc"
+		echo "FAIL $k (parts $*): vm/run exited $rc"
 	fi
 	passed=$((passed + p)) failed=$((failed + f))
 	rm -f "$log"
+}
+
+for k in "$@"; do
+	# shellcheck disable=SC2086 # the part lists are words
+	boot "$k" 2 $two_cpu_parts
+	# shellcheck disable=SC2086
+	boot "$k" 1 $one_cpu_parts
 done
 echo "guest: $passed passed, $failed failed"
 [ "$failed" = 0 ]
