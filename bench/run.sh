@@ -3,28 +3,34 @@
 # kernel, then the other benchmarks' own run scripts (contract: bench/README.md),
 # then bench/report.py writes REPORT.md and the plots. `make bench` / `make bench-quick`.
 #
-# usage: bench/run.sh [--quick] [--kernels LIST] [--phases LIST] [--no-others] [--no-guests]
+# usage: bench/run.sh [--quick] [--kernels LIST] [--phases LIST] [--no-others | --others LIST]
+#                     [--no-guests]
 #   --quick      short samples, few functions: checks the harness end to end in minutes;
 #                writes to build/bench-quick/ so the committed results stay as they are
 #   --kernels    which kernels to boot (default: ours stock-7.3 stock-6.12)
 #   --phases     guest phases (bench/guest.sh; default "rates attach all allpf",
 #                quick: "rates attach")
 #   --no-others  skips the other bench/*/run.sh
+#   --others     which of them (default: procmap xdp xdpchain batchsym trace-attach)
 #   --no-guests  only the other benchmarks (and the report from raw/)
-# env: BENCH_OUT (default bench/results, build/bench-quick with --quick), BPFMUX_CACHE
+# env: BENCH_OUT (default bench/results, build/bench-quick with --quick), BPFMUX_CACHE,
+#   BENCH_<NAME>_ARGS: more arguments for bench/<name>/run.sh (NAME upper case, - as _),
+#   e.g. BENCH_BATCHSYM_ARGS='--kernels stock-7.3 --parts session50'
 # Exit status non-zero when any part failed; the report says which.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 quick= kernels="ours stock-7.3 stock-6.12" others=1 guests=1 phase_list=
+other_list="procmap xdp xdpchain batchsym trace-attach"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=--quick ;;
 	--kernels) kernels=${2:?--kernels needs a list}; shift ;;
 	--phases) phase_list=${2:?--phases needs a list}; shift ;;
 	--no-others) others= ;;
+	--others) other_list=${2:?--others needs a list}; shift ;;
 	--no-guests) guests= ;;
-	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -131,7 +137,7 @@ done
 
 # The other benchmarks, through their own run scripts (bench/README.md).
 if [ -n "$others" ]; then
-	for name in procmap xdp xdpchain batchsym trace-attach; do
+	for name in $other_list; do
 		script=bench/$name/run.sh
 		log=$raw/$name.log
 		rm -f "$raw/$name.rc" "$log"
@@ -140,9 +146,11 @@ if [ -n "$others" ]; then
 			echo missing >"$raw/$name.rc"
 			continue
 		fi
-		say "$name: $script $quick"
+		var=BENCH_$(tr a-z- A-Z_ <<<"$name")_ARGS
+		read -ra extra <<<"${!var:-}"
+		say "$name: $script $quick ${extra[*]}"
 		start=$(date +%s)
-		BENCH_OUT=$out "$script" $quick >"$log" 2>&1
+		BENCH_OUT=$out "$script" $quick "${extra[@]}" >"$log" 2>&1
 		rc=$?
 		echo "$rc $(($(date +%s) - start)) $start" >"$raw/$name.rc"
 		if [ "$rc" != 0 ]; then

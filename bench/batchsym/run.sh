@@ -5,21 +5,25 @@
 # (default bench/results/) from the raw outputs.
 #
 # usage: bench/batchsym/run.sh [--quick] [--before BZIMAGE] [--kernels "ours stock-7.3"]
+#                               [--parts "lookup attach session50"]
 #   --quick          sizes 1, 2, 8, 64, 1024 only: checks the harness end to end
 #   --before IMAGE   also boot IMAGE as "before": our config without the batch lookup
 #                    patch, the cleanest before/after (same symbols, same config)
 #   --kernels LIST   kernels for vm/run (default: ours stock-7.3)
+#   --parts LIST     which measurements (default: all three); kernels not named keep
+#                    their earlier raw results, and the report says when each one ran
 # environment: BENCH_OUT; BPFMUX_CACHE / BPFMUX_KERNEL_OUT select our kernel build
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-quick= before= kernels="ours stock-7.3"
+quick= before= kernels="ours stock-7.3" parts="lookup attach session50"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
 	--before) before=${2:?--before needs a bzImage}; shift ;;
 	--kernels) kernels=${2:?--kernels needs a list}; shift ;;
-	-h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--parts) parts=${2:?--parts needs a list}; shift ;;
+	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/batchsym/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -35,7 +39,6 @@ cache=${BPFMUX_CACHE:-$HOME/.cache/bpfmux}
 kout=${BPFMUX_KERNEL_OUT:-$cache/build}
 raw=$out/raw/batchsym
 mkdir -p "$raw"
-rm -f "$raw"/*.txt
 
 make -s -C bench CACHE="$cache" KOUT="$kout"
 bench=$repo/build/bench/batchsym-bench
@@ -50,11 +53,39 @@ for k in $kernels; do
 done
 [ -n "$before" ] && runs+=("before=$before")
 
+# The guest command: info, then the parts asked for, in one boot.
+cmd="$bench info"
+for p in $parts; do
+	case $p in
+	lookup | attach) cmd+=" && $bench $p $sizes" ;;
+	session50) cmd+=" && $bench session50" ;;
+	*) echo "bench/batchsym/run.sh: unknown part $p (lookup, attach, session50)" >&2; exit 2 ;;
+	esac
+done
+
+# meta.txt: this run's facts, then per kernel its image and when it ran ("ran LABEL ...").
+# Kernels this run does not boot keep their earlier results and lines.
+labels=" ${runs[*]%%=*} "
+old=$(cat "$raw/meta.txt" 2>/dev/null || true)
+keep_line() { # keep "image L ..." / "ran L ..." / "tree ..." of kernels not run now
+	local kind label
+	read -r kind label _ <<<"$1"
+	case $kind in
+	image | ran) [[ $labels != *" $label "* ]] ;;
+	tree) [[ $labels != *" ours "* ]] ;;
+	*) false ;;
+	esac
+}
+commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- bench/batchsym tests/guest/batchsym || echo ' (+ uncommitted changes in bench/batchsym or tests/guest/batchsym)')"
+when=$(date -u '+%Y-%m-%d %H:%M UTC')
 {
-	echo "date $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- bench/batchsym tests/guest/batchsym || echo ' (+ uncommitted changes in bench/batchsym or tests/guest/batchsym)')"
+	echo "date $when"
+	echo "commit $commit"
 	echo "host $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "mode $([ -n "$quick" ] && echo quick || echo full)"
+	while IFS= read -r line; do
+		[ -n "$line" ] && keep_line "$line" && echo "$line"
+	done <<<"$old"
 	for r in "${runs[@]}"; do
 		label=${r%%=*} k=${r#*=}
 		case $label in
@@ -62,17 +93,20 @@ done
 			echo "image $label $(sha256sum "$k" | cut -c1-16) $(date -u -r "$k" '+%Y-%m-%d %H:%M')" ;;
 		*) echo "image $label Debian $(cat "$cache/images/$k/PACKAGES" 2>/dev/null || echo '?')" ;;
 		esac
+		echo "ran $label $when, commit $commit, parts: $parts"
 	done
-	echo "tree $(git -C "$cache/linux" log -1 --format='%h %s' 2>/dev/null || echo unknown)"
-} >"$raw/meta.txt"
+	if [[ $labels == *" ours "* ]]; then
+		echo "tree $(git -C "$cache/linux" log -1 --format='%h %s' 2>/dev/null || echo unknown)"
+	fi
+} >"$raw/meta.txt.new"
+mv "$raw/meta.txt.new" "$raw/meta.txt"
 
 failed=0
 for r in "${runs[@]}"; do
 	label=${r%%=*} k=${r#*=}
 	echo "batchsym: $label: booting $k" >&2
-	# One boot: facts, name resolution alone, full attaches, the seed's table.
-	if ! vm/run --kernel "$k" --timeout 3600 -- sh -c \
-		"$bench info && $bench lookup $sizes && $bench attach $sizes && $bench session50" \
+	rm -f "$raw/$label.txt"
+	if ! vm/run --kernel "$k" --timeout 3600 -- sh -c "$cmd" \
 		>"$raw/$label.txt" 2>"$raw/$label.log"; then
 		echo "batchsym: $label: the guest run failed (log: $raw/$label.log)" >&2
 		tail -n 20 "$raw/$label.log" >&2
