@@ -59,8 +59,8 @@ def main():
              f"{meta['commit'][0]}, {meta['mode'][0]} run; host {meta['host'][0]}.\n")
     for k in kernels:
         i = res[k]["info"]
-        img = next((v.split(" ", 1)[1] for v in meta.get("image", []) if v.startswith(k + " ")), "?")
-        ran = next((v.split(" ", 1)[1] for v in meta.get("ran", []) if v.startswith(k + " ")), None)
+        img = "; ".join(v.split(" ", 1)[1] for v in meta.get("image", []) if v.startswith(k + " ")) or "?"
+        ran = "; ".join(v.split(" ", 1)[1] for v in meta.get("ran", []) if v.startswith(k + " "))
         o.append(f"- **{k}**: `{i.get('kernel', '?')}` ({img}); kallsyms {i.get('kallsyms', '?')} "
                  f"symbols ({i.get('vmlinux', '?')} vmlinux), {i.get('records', '?')} ftrace "
                  f"records, {i.get('functions', '?')} candidate functions"

@@ -11,19 +11,21 @@
 #                    patch, the cleanest before/after (same symbols, same config)
 #   --kernels LIST   kernels for vm/run (default: ours stock-7.3)
 #   --parts LIST     which measurements (default: all three); kernels not named keep
-#                    their earlier raw results, and the report says when each one ran
+#                    their earlier raw results, a kernel run for some parts keeps its
+#                    other parts' results, and the report says when each part ran on what
 # environment: BENCH_OUT; BPFMUX_CACHE / BPFMUX_KERNEL_OUT select our kernel build
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-quick= before= kernels="ours stock-7.3" parts="lookup attach session50"
+all_parts="lookup attach session50"
+quick= before= kernels="ours stock-7.3" parts=$all_parts
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
 	--before) before=${2:?--before needs a bzImage}; shift ;;
 	--kernels) kernels=${2:?--kernels needs a list}; shift ;;
 	--parts) parts=${2:?--parts needs a list}; shift ;;
-	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/batchsym/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -67,11 +69,11 @@ done
 # Kernels this run does not boot keep their earlier results and lines.
 labels=" ${runs[*]%%=*} "
 old=$(cat "$raw/meta.txt" 2>/dev/null || true)
-keep_line() { # keep "image L ..." / "ran L ..." / "tree ..." of kernels not run now
+keep_line() { # "image L" / "ran L" / "tree" lines of kernels not run now (or run in part)
 	local kind label
 	read -r kind label _ <<<"$1"
 	case $kind in
-	image | ran) [[ $labels != *" $label "* ]] ;;
+	image | ran) [[ $labels != *" $label "* ]] || [ "$parts" != "$all_parts" ] ;;
 	tree) [[ $labels != *" ours "* ]] ;;
 	*) false ;;
 	esac
@@ -105,13 +107,22 @@ failed=0
 for r in "${runs[@]}"; do
 	label=${r%%=*} k=${r#*=}
 	echo "batchsym: $label: booting $k" >&2
-	rm -f "$raw/$label.txt"
 	if ! vm/run --kernel "$k" --timeout 3600 -- sh -c "$cmd" \
-		>"$raw/$label.txt" 2>"$raw/$label.log"; then
+		>"$raw/$label.txt.new" 2>"$raw/$label.log"; then
 		echo "batchsym: $label: the guest run failed (log: $raw/$label.log)" >&2
 		tail -n 20 "$raw/$label.log" >&2
+		rm -f "$raw/$label.txt" "$raw/$label.txt.new"
 		failed=1
+		continue
 	fi
+	# The parts not run now keep this kernel's earlier lines (same image, same names).
+	keep_re="^(progress: )?($(tr ' ' '|' <<<"info $parts")) "
+	{
+		[ -f "$raw/$label.txt" ] && grep -Ev "$keep_re" "$raw/$label.txt"
+		cat "$raw/$label.txt.new"
+	} >"$raw/$label.txt.merged"
+	mv "$raw/$label.txt.merged" "$raw/$label.txt"
+	rm -f "$raw/$label.txt.new"
 done
 [ $failed = 0 ] || exit 1
 python3 bench/batchsym/report.py "$raw" >"$out/batchsym.md"
