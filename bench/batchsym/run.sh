@@ -111,7 +111,9 @@ for r in "${runs[@]}"; do
 		>"$raw/$label.txt.new" 2>"$raw/$label.log"; then
 		echo "batchsym: $label: the guest run failed (log: $raw/$label.log)" >&2
 		tail -n 20 "$raw/$label.log" >&2
-		rm -f "$raw/$label.txt" "$raw/$label.txt.new"
+		# a full run's old results are stale now; a partial run keeps the other parts
+		[ "$parts" = "$all_parts" ] && rm -f "$raw/$label.txt"
+		rm -f "$raw/$label.txt.new"
 		failed=1
 		continue
 	fi
