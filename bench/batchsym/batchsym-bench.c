@@ -226,7 +226,8 @@ static unsigned long kallsyms_parse_addr(const char *name)
 		/* module symbols carry a "[mod]" suffix: only vmlinux names are wanted */
 		if (sscanf(line, "%lx %c %255s", &addr, &type, sym) != 3 || strchr(line, '['))
 			continue;
-		if ((type == 't' || type == 'T') && !found && !strcmp(sym, name))
+		/* functions: t/T, or w/W for weak ones (a __weak default the kernel kept) */
+		if (strchr("tTwW", type) && !found && !strcmp(sym, name))
 			found = addr;
 	}
 	fclose(f);
