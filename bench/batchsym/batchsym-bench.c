@@ -260,6 +260,11 @@ static void session_row(const char *key, int how)
 			links[nlinks++] = bpf_program__attach_kprobe_multi_opts(session, NULL, &opts);
 			break;
 		}
+		case 5:	/* the address is known already: no name resolution at all */
+			opts.addrs = &name_addrs[i];
+			opts.cnt = 1;
+			links[nlinks++] = bpf_program__attach_kprobe_multi_opts(session, NULL, &opts);
+			break;
 		case 0:	/* libbpf resolves the name itself (parses available functions) */
 			opts.unique_match = true;
 			links[nlinks++] = bpf_program__attach_kprobe_multi_opts(session, names[i], &opts);
@@ -296,6 +301,7 @@ static void cmd_session50(void)
 	session_row("kallsyms-parse", 4);
 	session_row("libbpf-parse", 0);
 	session_row("exact-name", 1);
+	session_row("by-address", 5);
 	session_row("one-link-50", 3);
 	session_row("kprobe-pairs", 2);
 }

@@ -120,7 +120,7 @@ for r in "${runs[@]}"; do
 	# The parts not run now keep this kernel's earlier lines (same image, same names).
 	keep_re="^(progress: )?($(tr ' ' '|' <<<"info $parts")) "
 	{
-		[ -f "$raw/$label.txt" ] && grep -Ev "$keep_re" "$raw/$label.txt"
+		if [ -f "$raw/$label.txt" ]; then grep -Ev "$keep_re" "$raw/$label.txt" || true; fi
 		cat "$raw/$label.txt.new"
 	} >"$raw/$label.txt.merged"
 	mv "$raw/$label.txt.merged" "$raw/$label.txt"
