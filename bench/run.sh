@@ -15,7 +15,7 @@
 #   --no-guests  only the other benchmarks (and the report from raw/)
 # env: BENCH_OUT (default bench/results, build/bench-quick with --quick), BPFMUX_CACHE,
 #   BENCH_<NAME>_ARGS: more arguments for bench/<name>/run.sh (NAME upper case, - as _),
-#   e.g. BENCH_BATCHSYM_ARGS='--kernels stock-7.3 --parts session50'
+#   e.g. BENCH_BATCHSYM_ARGS='--kernels ours,stock-7.3 --parts session50' (no quoting)
 # Exit status non-zero when any part failed; the report says which.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

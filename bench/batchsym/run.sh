@@ -9,7 +9,7 @@
 #   --quick          sizes 1, 2, 8, 64, 1024 only: checks the harness end to end
 #   --before IMAGE   also boot IMAGE as "before": our config without the batch lookup
 #                    patch, the cleanest before/after (same symbols, same config)
-#   --kernels LIST   kernels for vm/run (default: ours stock-7.3)
+#   --kernels LIST   kernels for vm/run (default: ours stock-7.3; spaces or commas)
 #   --parts LIST     which measurements (default: all three); kernels not named keep
 #                    their earlier raw results, a kernel run for some parts keeps its
 #                    other parts' results, and the report says when each part ran on what
@@ -23,8 +23,8 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
 	--before) before=${2:?--before needs a bzImage}; shift ;;
-	--kernels) kernels=${2:?--kernels needs a list}; shift ;;
-	--parts) parts=${2:?--parts needs a list}; shift ;;
+	--kernels) kernels=${2:?--kernels needs a list}; kernels=${kernels//,/ }; shift ;;
+	--parts) parts=${2:?--parts needs a list}; parts=${parts//,/ }; shift ;;
 	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/batchsym/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
