@@ -4,15 +4,30 @@
 # one XDP_DROP program, via BPF_PROG_TEST_RUN with repeat. Each kernel is measured in one
 # guest run (all rows interleaved), and compared as ratios: the guest is emulated.
 #
-# usage: bench/xdp/run.sh [KERNEL...]    (default: ours stock-7.3 stock-6.12)
-# env:   TRIALS (default 21), REPEAT (default 50000), OUT (default bench/results/xdp.md)
+# usage: bench/xdp/run.sh [--quick] [KERNEL...]    (default: ours stock-7.3 stock-6.12)
+#   --quick  3 trials of 5000 repeats: checks the harness end to end (bench/run.sh --quick)
+# env:   TRIALS (default 21), REPEAT (default 50000),
+#        OUT (default $BENCH_OUT/xdp.md, BENCH_OUT defaulting to bench/results)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-[ $# -gt 0 ] || set -- ours stock-7.3 stock-6.12
-trials=${TRIALS:-21}
-repeat=${REPEAT:-50000}
-out=${OUT:-bench/results/xdp.md}
+quick=
+kernels=()
+for a in "$@"; do
+	case $a in
+	--quick) quick=1 ;;
+	-h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-*) echo "bench/xdp/run.sh: unknown option $a (see --help)" >&2; exit 2 ;;
+	*) kernels+=("$a") ;;
+	esac
+done
+[ ${#kernels[@]} -gt 0 ] || kernels=(ours stock-7.3 stock-6.12)
+set -- "${kernels[@]}"
+trials=${TRIALS:-${quick:+3}}
+trials=${trials:-21}
+repeat=${REPEAT:-${quick:+5000}}
+repeat=${repeat:-50000}
+out=${OUT:-${BENCH_OUT:-bench/results}/xdp.md}
 
 mkdir -p build/bench   # make finds no rule for a target in a missing directory
 make -s -C bench "$repo/build/bench/xdp-bench" "$repo/build/bench/xdp-bench.bpf.o"
