@@ -61,7 +61,7 @@ for k in "$@"; do
 	}
 	echo "$log" >&2
 	{
-		echo "## $k ($(head -n1 <<<"$log"))"
+		echo "## $k ($(head -n1 <<<"$log" | tr -d '\r'))"   # the guest console ends lines with CR LF
 		echo
 		grep '^|' <<<"$log"
 		echo
