@@ -59,9 +59,10 @@ for k in "$@"; do
 		echo "$log" >&2
 		exit 1
 	}
+	log=${log//$'\r'/}   # the guest console ends lines with CR LF
 	echo "$log" >&2
 	{
-		echo "## $k ($(head -n1 <<<"$log" | tr -d '\r'))"   # the guest console ends lines with CR LF
+		echo "## $k ($(head -n1 <<<"$log"))"
 		echo
 		grep '^|' <<<"$log"
 		echo
