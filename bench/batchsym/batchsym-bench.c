@@ -248,20 +248,15 @@ static void session_row(const char *key, int how)
 	t0 = now() * 1e6;
 	for (int i = 0; i < N; i++) {
 		LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .session = true);
+		unsigned long addr;
 
 		switch (how) {
-		case 4: {	/* the loader parses /proc/kallsyms, attaches by address */
-			unsigned long addr = kallsyms_parse_addr(names[i]);
-
+		case 4:	/* the loader parses /proc/kallsyms, attaches by address */
+		case 5:	/* the address is known already: no name resolution at all */
+			addr = how == 4 ? kallsyms_parse_addr(names[i]) : name_addrs[i];
 			if (!addr)
 				die(names[i], ENOENT);
 			opts.addrs = &addr;
-			opts.cnt = 1;
-			links[nlinks++] = bpf_program__attach_kprobe_multi_opts(session, NULL, &opts);
-			break;
-		}
-		case 5:	/* the address is known already: no name resolution at all */
-			opts.addrs = &name_addrs[i];
 			opts.cnt = 1;
 			links[nlinks++] = bpf_program__attach_kprobe_multi_opts(session, NULL, &opts);
 			break;

@@ -23,10 +23,11 @@ for a in "$@"; do
 done
 [ ${#kernels[@]} -gt 0 ] || kernels=(ours stock-7.3 stock-6.12)
 set -- "${kernels[@]}"
-trials=${TRIALS:-${quick:+3}}
-trials=${trials:-21}
-repeat=${REPEAT:-${quick:+5000}}
-repeat=${repeat:-50000}
+if [ -n "$quick" ]; then
+	trials=${TRIALS:-3} repeat=${REPEAT:-5000}
+else
+	trials=${TRIALS:-21} repeat=${REPEAT:-50000}
+fi
 out=${OUT:-${BENCH_OUT:-bench/results}/xdp.md}
 
 mkdir -p build/bench   # make finds no rule for a target in a missing directory
