@@ -25,7 +25,8 @@ run() {
 	if "$@"; then
 		passed=$((passed + 1)); echo "PASS $name"
 	else
-		failed=$((failed + 1)); echo "FAIL $name (exit $?)"
+		local rc=$?
+		failed=$((failed + 1)); echo "FAIL $name (exit $rc)"
 	fi
 }
 

@@ -12,6 +12,10 @@
  *   gtramp args             do_mmap (9 arguments, 3 on the stack): every argument exact
  *   gtramp rollback         a refused target fails the whole link and leaves nothing behind
  *   gtramp coexist N        per-function fentry and global multi on one function, both orders
+ *   gtramp ipmodify N       an IPMODIFY ftrace user (gtramp_kmod.ko, like livepatch) on
+ *                           __x64_sys_getpgid: fentry.multi keeps counting exactly in both
+ *                           orders; fexit/fmod_ret/fsession.multi and the module refuse
+ *                           each other with EBUSY and leave nothing behind
  *   gtramp stress SECS [per-function] [all-cpus]
  *                           attach/detach in a loop while two workers call the functions;
  *                           per-function: upstream's backend, for comparison. Everything
@@ -51,6 +55,8 @@ int main(void)
 #else
 
 static char obj_path[4096];	/* gtramp.bpf.o, next to this binary */
+static char gexit_path[4096];	/* gexit.bpf.o: fexit, fmod_ret and fsession programs */
+static char kmod_path[4096];	/* gtramp_kmod.ko: the IPMODIFY ftrace user */
 
 static void call_getpgid(long n)
 {
@@ -450,6 +456,359 @@ out:
 	btf__free(btf);
 }
 
+/*
+ * The IPMODIFY ftrace user of gtramp_kmod.ko (what livepatch does): its handler sends
+ * __x64_sys_getpgid to a replacement that returns KMOD_RET and counts this process's calls.
+ */
+#define KMOD_NAME "gtramp_kmod"
+#define KMOD_RET 4242
+
+static int kmod_loaded(void)
+{
+	return access("/sys/module/" KMOD_NAME, F_OK) == 0;
+}
+
+/* 0, or the errno of loading (the module's init returns the ftrace error). */
+static int kmod_load(void)
+{
+	char params[32];
+	int fd, err = 0;
+
+	fd = open(kmod_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	snprintf(params, sizeof(params), "tgid=%d", getpid());
+	if (syscall(SYS_finit_module, fd, params, 0))
+		err = errno;
+	close(fd);
+	return err;
+}
+
+static int kmod_unload(void)
+{
+	return syscall(SYS_delete_module, KMOD_NAME, O_NONBLOCK) ? errno : 0;
+}
+
+/* Calls of the module's replacement so far; -1 when the module is not there. */
+static long long kmod_calls(void)
+{
+	FILE *f = fopen("/sys/module/" KMOD_NAME "/parameters/calls", "r");
+	long long v = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* How many of @n calls of getpgid(0) returned @want (-errno for a failed call). */
+static long getpgid_returning(long n, long want)
+{
+	long same = 0;
+
+	for (long i = 0; i < n; i++) {
+		long r = syscall(SYS_getpgid, 0);
+
+		if (r == -1)
+			r = -errno;
+		same += r == want;
+	}
+	return same;
+}
+
+/* The kinds that call the function themselves, from gexit.bpf.o. */
+static const char *const origin_kinds[] = { "fexit", "fmod_ret", "fsession" };
+static const char *const origin_progs[] = { "fexit_multi", "fmodret_multi", "session_multi" };
+#define NR_ORIGIN_KINDS 3
+#define MAX_COUNTED (1 + NR_ORIGIN_KINDS)
+
+/* A program expected to count @want calls of a function. */
+struct counted {
+	const char *name;
+	struct bpf_object *obj;
+	long want;
+};
+
+/* "EBUSY" for EBUSY, "ok" for 0 */
+static const char *errname(int err)
+{
+	const char *name = err ? strerrorname_np(err) : "ok";
+
+	return name ? name : "?";
+}
+
+static void counts_before(const struct counted *progs, int nprogs, unsigned long addr,
+			  __u64 *before)
+{
+	for (int i = 0; i < nprogs && i < MAX_COUNTED; i++)
+		before[i] = counter_hits(progs[i].obj, addr);
+}
+
+/* Each program in @progs counted its want on @func at @addr since @before. */
+static void check_counts(const char *what, const char *func, unsigned long addr,
+			 const struct counted *progs, int nprogs, const __u64 *before)
+{
+	for (int i = 0; i < nprogs && i < MAX_COUNTED; i++) {
+		__u64 got = counter_hits(progs[i].obj, addr) - before[i];
+
+		check(got == (__u64)progs[i].want, "%s: %s counted %llu on %s (want %ld)", what,
+		      progs[i].name, (unsigned long long)got, func, progs[i].want);
+	}
+}
+
+/*
+ * @n calls of getpgid(0) must all return @ret, the module's replacement must run @kmod of
+ * them (-1: the module must not be loaded), and each program in @progs count its number
+ * of them on the function at @addr. All exact.
+ */
+static void expect_getpgid(const char *what, unsigned long addr, long n, long ret, long kmod,
+			   const struct counted *progs, int nprogs)
+{
+	long long k0 = kmod_calls(), k1;
+	__u64 before[MAX_COUNTED];
+	long same;
+
+	counts_before(progs, nprogs, addr, before);
+	same = getpgid_returning(n, ret);
+	k1 = kmod_calls();
+	check(same == n, "%s: %ld of %ld getpgid(0) returned %ld", what, same, n, ret);
+	if (kmod < 0)
+		check(k0 < 0 && k1 < 0 && !kmod_loaded(), "%s: module not loaded", what);
+	else
+		check(k0 >= 0 && k1 >= 0 && k1 - k0 == kmod,
+		      "%s: the module's replacement ran %lld times (want %ld)", what,
+		      k0 >= 0 && k1 >= 0 ? k1 - k0 : -1, kmod);
+	check_counts(what, "getpgid", addr, progs, nprogs, before);
+}
+
+/* getpriority, which the module leaves alone: each program in @progs counts its want. */
+static void expect_getpriority(const char *what, long n, const struct counted *progs,
+			       int nprogs)
+{
+	unsigned long addr = ksym_addr("__x64_sys_getpriority");
+	__u64 before[MAX_COUNTED];
+
+	counts_before(progs, nprogs, addr, before);
+	call_getpriority(n);
+	check_counts(what, "getpriority", addr, progs, nprogs, before);
+}
+
+/*
+ * Not a check: what @n calls of getpgid(0) do while a link the kernel should have refused
+ * is attached, for the report (returns seen, the module's and each program's counts).
+ */
+static void describe_getpgid(const char *what, unsigned long addr, long n, long real,
+			     const struct counted *progs, int nprogs)
+{
+	long long k0 = kmod_calls(), k1;
+	long kmod_ret = 0, real_ret = 0, other = 0, last = 0;
+	__u64 before[MAX_COUNTED];
+
+	counts_before(progs, nprogs, addr, before);
+	for (long i = 0; i < n; i++) {
+		long r = syscall(SYS_getpgid, 0);
+
+		if (r == -1)
+			r = -errno;
+		if (r == KMOD_RET)
+			kmod_ret++;
+		else if (r == real)
+			real_ret++;
+		else
+			other++, last = r;
+	}
+	k1 = kmod_calls();
+	printf("# %s: of %ld getpgid(0), %ld returned %d (module), %ld returned %ld, %ld other (last %ld); module ran %lld",
+	       what, n, kmod_ret, KMOD_RET, real_ret, real, other, last, k1 - k0);
+	for (int i = 0; i < nprogs && i < MAX_COUNTED; i++)
+		printf(", %s counted %llu", progs[i].name,
+		       (unsigned long long)(counter_hits(progs[i].obj, addr) - before[i]));
+	putchar('\n');
+	fflush(stdout);
+}
+
+/*
+ * fentry.multi on the global backend keeps running while an IPMODIFY user redirects the
+ * function, whichever came first; programs that call the function (fexit, fmod_ret,
+ * fsession) and the IPMODIFY user refuse each other with EBUSY and leave nothing behind.
+ * fmod_ret makes getpgid fail with EPERM whenever it runs.
+ */
+static void test_ipmodify(long n)
+{
+	unsigned long addr = ksym_addr("__x64_sys_getpgid");
+	struct bpf_object *fobj = NULL, *xobj[NR_ORIGIN_KINDS] = {};
+	struct bpf_program *fprog, *xprog[NR_ORIGIN_KINDS];
+	struct counted fentry_only[1], fentry_none[MAX_COUNTED], next_to[MAX_COUNTED];
+	struct bpf_link *g = NULL, *x;
+	__u32 ids[3], pgid_id;
+	struct btf *btf;
+	long real;
+	int err;
+
+	check(access(kmod_path, R_OK) == 0, "test module %s (built by tests/guest/Makefile)",
+	      kmod_path);
+	if (kmod_loaded()) {
+		check(0, "%s was loaded before the test (unloading: %s)", KMOD_NAME,
+		      strerror(kmod_unload()));
+		return;
+	}
+	real = syscall(SYS_getpgid, 0);
+	check(real >= 0 && real != KMOD_RET, "getpgid(0) = %ld without the module", real);
+	btf = btf__load_vmlinux_btf();
+	check(btf && addr, "vmlinux BTF and __x64_sys_getpgid");
+	if (!btf || !addr || real < 0 || real == KMOD_RET || access(kmod_path, R_OK))
+		goto out_btf;
+	pgid_id = ids[0] = func_id(btf, "__x64_sys_getpgid");
+	ids[1] = func_id(btf, "__x64_sys_getpriority");
+	ids[2] = func_id(btf, "__x64_sys_getsid");
+	check((__s32)ids[1] > 0 && (__s32)ids[2] > 0, "getpriority and getsid are in BTF");
+	if ((__s32)ids[1] <= 0 || (__s32)ids[2] <= 0)
+		goto out_btf;
+	qsort(ids, 3, sizeof(ids[0]), cmp_u32);
+
+	fobj = counter_load(obj_path, "fentry_multi", getpid(), &fprog);
+	for (int k = 0; k < NR_ORIGIN_KINDS; k++)
+		xobj[k] = counter_load(gexit_path, origin_progs[k], getpid(), &xprog[k]);
+	check(fobj && xobj[0] && xobj[1] && xobj[2], "programs load (%s, %s)", obj_path,
+	      gexit_path);
+	if (!fobj || !xobj[0] || !xobj[1] || !xobj[2])
+		goto out;
+	bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(xobj[1], "cfg")),
+			    &(__u32){0}, &(__u64){EPERM}, BPF_ANY);
+	fentry_only[0] = (struct counted){ "fentry.multi", fobj, n };
+	fentry_none[0] = (struct counted){ "fentry.multi", fobj, 0 };
+	for (int k = 0; k < NR_ORIGIN_KINDS; k++)
+		fentry_none[1 + k] = (struct counted){ origin_kinds[k], xobj[k], 0 };
+
+	/* (1) the global fentry.multi link alone */
+	g = attach_global(fprog, ids, NULL, 3);
+	check(g != NULL, "global fentry.multi on getpgid, getpriority, getsid (%s)",
+	      g ? "ok" : strerror(errno));
+	if (!g)
+		goto out;
+	expect_getpgid("no IPMODIFY user", addr, n, real, -1, fentry_only, 1);
+
+	/* (2) the IPMODIFY user arrives while the link is attached */
+	err = kmod_load();
+	check(!err, "module loads with the global link attached (%s)", errname(err));
+	if (err)
+		goto out;
+	expect_getpgid("module loaded after the link", addr, n, KMOD_RET, n, fentry_only, 1);
+	expect_getpriority("module loaded after the link", n, fentry_only, 1);
+
+	/* (3) and leaves again */
+	err = kmod_unload();
+	check(!err, "module unloads (%s)", errname(err));
+	if (err)
+		goto out;
+	expect_getpgid("module unloaded", addr, n, real, -1, fentry_only, 1);
+	bpf_link__destroy(g);
+	g = NULL;
+	expect_getpgid("link detached", addr, 5, real, -1, fentry_none, 1);
+
+	/* (4) the other order: the IPMODIFY user first */
+	err = kmod_load();
+	check(!err, "module loads (%s)", errname(err));
+	if (err)
+		goto out;
+	g = attach_global(fprog, ids, NULL, 3);
+	check(g != NULL, "global fentry.multi attaches with the module loaded (%s)",
+	      g ? "ok" : strerror(errno));
+	if (!g)
+		goto out;
+	expect_getpgid("link attached after the module", addr, n, KMOD_RET, n, fentry_only, 1);
+	bpf_link__destroy(g);
+	g = NULL;
+	expect_getpgid("link detached, module loaded", addr, n, KMOD_RET, n, fentry_none, 1);
+
+	/*
+	 * (5) with the module loaded, programs that call the function are refused: alone on
+	 * getpgid (the link would take its ftrace site), and joining a global fentry.multi
+	 * link that already serves getpgid and two more functions (the site is the
+	 * trampoline's already; the others must be rolled back too).
+	 */
+	for (int k = 0; k < NR_ORIGIN_KINDS; k++) {
+		x = attach_global(xprog[k], &pgid_id, NULL, 1);
+		err = x ? 0 : errno;
+		check(!x && err == EBUSY,
+		      "module loaded: %s.multi global on getpgid alone refused (%s, want EBUSY)",
+		      origin_kinds[k], x ? "attached" : errname(err));
+		if (x)
+			describe_getpgid("attached anyway", addr, n, real, &fentry_none[1 + k], 1);
+		bpf_link__destroy(x);
+	}
+	expect_getpgid("after the refusals on getpgid alone", addr, n, KMOD_RET, n,
+		       fentry_none, MAX_COUNTED);
+	g = attach_global(fprog, ids, NULL, 3);
+	check(g != NULL, "global fentry.multi attaches again (%s)", g ? "ok" : strerror(errno));
+	if (!g)
+		goto out;
+	for (int k = 0; k < NR_ORIGIN_KINDS; k++) {
+		x = attach_global(xprog[k], ids, NULL, 3);
+		err = x ? 0 : errno;
+		check(!x && err == EBUSY,
+		      "module and global fentry.multi: %s.multi global on the same 3 functions refused (%s, want EBUSY)",
+		      origin_kinds[k], x ? "attached" : errname(err));
+		if (x) {
+			struct counted c[2] = { fentry_only[0], fentry_none[1 + k] };
+
+			describe_getpgid("attached anyway", addr, n, real, c, 2);
+		}
+		bpf_link__destroy(x);
+	}
+	memcpy(next_to, fentry_none, sizeof(next_to));
+	next_to[0].want = n;
+	expect_getpgid("after the refusals next to fentry.multi", addr, n, KMOD_RET, n, next_to,
+		       MAX_COUNTED);
+	expect_getpriority("after the refusals next to fentry.multi", n, next_to,
+			   MAX_COUNTED);
+	bpf_link__destroy(g);
+	g = NULL;
+	err = kmod_unload();
+	check(!err, "module unloads (%s)", errname(err));
+	if (err)
+		goto out;
+
+	/* (6) with a program that calls the function attached, the module is refused */
+	for (int k = 0; k < NR_ORIGIN_KINDS; k++) {
+		struct counted c = { origin_kinds[k], xobj[k], n };
+		char what[64];
+
+		x = attach_global(xprog[k], ids, NULL, 3);
+		check(x != NULL, "global %s.multi on getpgid, getpriority, getsid (%s)",
+		      origin_kinds[k], x ? "ok" : strerror(errno));
+		if (!x)
+			continue;
+		err = kmod_load();
+		check(err == EBUSY, "%s.multi attached: loading the module refused (%s, want EBUSY)",
+		      origin_kinds[k], err ? errname(err) : "loaded");
+		snprintf(what, sizeof(what), "%s.multi after the refused load", origin_kinds[k]);
+		if (!err) {
+			struct counted c[1] = { { origin_kinds[k], xobj[k], 0 } };
+
+			describe_getpgid("loaded anyway", addr, n, real, c, 1);
+			bpf_link__destroy(x);
+			check(!kmod_unload(), "module unloads");
+			continue;
+		}
+		/* fmod_ret makes each call fail with EPERM */
+		expect_getpgid(what, addr, n, k == 1 ? -EPERM : real, -1, &c, 1);
+		bpf_link__destroy(x);
+	}
+	expect_getpgid("everything detached", addr, 5, real, -1, fentry_none, MAX_COUNTED);
+out:
+	bpf_link__destroy(g);
+	if (kmod_loaded())
+		check(!kmod_unload(), "module unloads at the end");
+	bpf_object__close(fobj);
+	for (int k = 0; k < NR_ORIGIN_KINDS; k++)
+		bpf_object__close(xobj[k]);
+out_btf:
+	btf__free(btf);
+}
+
 static void hot_worker(void)
 {
 	char buf[64];
@@ -542,6 +901,10 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 
 	snprintf(obj_path, sizeof(obj_path), "%s.bpf.o", argv[0]);
+	prog_dir(gexit_path, sizeof(gexit_path) - 32, argv[0]);
+	strcpy(kmod_path, gexit_path);
+	strcat(gexit_path, "/gexit.bpf.o");
+	strcat(kmod_path, "/gtramp_kmod.ko");
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 	if (!strcmp(cmd, "probe"))
 		return test_probe();
@@ -557,12 +920,14 @@ int main(int argc, char **argv)
 		test_rollback();
 	else if (!strcmp(cmd, "coexist"))
 		test_coexist(n);
+	else if (!strcmp(cmd, "ipmodify"))
+		test_ipmodify(n);
 	else if (!strcmp(cmd, "stress"))
 		test_stress(argc > 2 ? atof(argv[2]) : 10,
 			    has_arg(argc, argv, "per-function") ? 0 : BPF_F_TRACING_MULTI_GLOBAL,
 			    has_arg(argc, argv, "all-cpus"));
 	else {
-		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|coexist|stress [N] [per-function] [all-cpus]\n",
+		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|coexist|ipmodify|stress [N] [per-function] [all-cpus]\n",
 			argv[0]);
 		return 2;
 	}

@@ -1,6 +1,7 @@
 # Global-trampoline backend of the tracing multi-link (kernel series, issue 5): on our kernel
 # every behaviour; on stock 7.3.4 the flag must be refused with EINVAL (what user space
-# probes for). 6.12 has no tracing multi-link at all.
+# probes for). 6.12 has no tracing multi-link at all. gtramp-ipmodify loads the test module
+# build/guest/gtramp_kmod.ko (an IPMODIFY ftrace user, like livepatch).
 if on ours; then
 	run gtramp-basic "$bin/gtramp" basic 1000
 	run gtramp-many "$bin/gtramp" many 1000 1000
@@ -8,6 +9,7 @@ if on ours; then
 	run gtramp-args "$bin/gtramp" args
 	run gtramp-rollback "$bin/gtramp" rollback
 	run gtramp-coexist "$bin/gtramp" coexist 500
+	run gtramp-ipmodify "$bin/gtramp" ipmodify 500
 	run gtramp-stress "$bin/gtramp" stress 10
 fi
 if on stock-7.3; then
