@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use anyhow::bail;
-use bpfmux::symbolize::{KernelSymbolizer, SymResult, Symbolized, UserSymbolizer};
+use bpfmux::symbolize::{KernelSymbolizer, SymResult, SymbolKind, Symbolized, UserSymbolizer};
 
 use crate::input::Addrs;
 
@@ -11,6 +11,13 @@ use crate::input::Addrs;
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "kernel"])))]
 #[command(after_help = "\
+Each answer is function+offset, with file:line where DWARF has it; calls
+inlined at the address follow on lines of their own (`inlined NAME at
+FILE:LINE`, outermost first). Without usable DWARF the ELF symbol tables
+answer (.symtab, .dynsym, the debug file's .symtab), PLT stubs as NAME@plt;
+[vdso] addresses are looked up in the process's vDSO image. Kernel data
+objects are marked (data).
+
 Addresses are hexadecimal (0x7f3a12345678 or 7f3a12345678). With none, or
 with '-', they are read from standard input (whitespace-separated, '#'
 comments) and answered in batches as they come, so any number works.
@@ -83,12 +90,27 @@ fn line(s: &Symbolized) -> String {
                 .as_ref()
                 .map(|m| format!(" [{}]", m.display()))
                 .unwrap_or_default();
-            let src = match (&sym.file, sym.line) {
-                (Some(f), Some(l)) => format!(" at {}:{l}", f.display()),
-                (Some(f), None) => format!(" at {}", f.display()),
-                _ => String::new(),
+            let data = if sym.kind == SymbolKind::Data {
+                " (data)"
+            } else {
+                ""
             };
-            format!("{:#x}  {}+{:#x}{src}{module}", s.addr, sym.name, sym.offset)
+            let mut out = format!(
+                "{:#x}  {}+{:#x}{data}{}{module}",
+                s.addr,
+                sym.name,
+                sym.offset,
+                at(sym.file.as_deref(), sym.line)
+            );
+            // Inlined calls, outermost first, each where the address is in it.
+            for f in &sym.inlined {
+                out.push_str(&format!(
+                    "\n    inlined {}{}",
+                    f.name,
+                    at(f.file.as_deref(), f.line)
+                ));
+            }
+            out
         }
         SymResult::NoSymbol {
             module,
@@ -105,5 +127,13 @@ fn line(s: &Symbolized) -> String {
             )
         }
         SymResult::Unmapped => format!("{:#x}  unmapped", s.addr),
+    }
+}
+
+fn at(file: Option<&std::path::Path>, line: Option<u32>) -> String {
+    match (file, line) {
+        (Some(f), Some(l)) => format!(" at {}:{l}", f.display()),
+        (Some(f), None) => format!(" at {}", f.display()),
+        _ => String::new(),
     }
 }
