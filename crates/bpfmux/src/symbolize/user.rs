@@ -15,7 +15,7 @@ use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolizer};
 
 use super::elf_table::{ElfTable, EntryKind, Hit};
 use super::{vdso, InlinedFrame, SymResult, Symbol, SymbolKind, Symbolized};
-use crate::normalize::{Mapping, Normalizer, VmaFilter};
+use crate::normalize::{mapped_file_path, Mapping, Normalizer, VmaFilter};
 
 /// Symbol tables kept per file; dropped wholesale past this many.
 const MAX_TABLES: usize = 64;
@@ -110,7 +110,7 @@ impl UserSymbolizer {
                 )
                 .collect();
         }
-        let Some(path) = elf_path(pid, m) else {
+        let Some(path) = mapped_file_path(pid, m) else {
             let reason = if m.is_file_backed() {
                 "mapped file not accessible"
             } else {
@@ -240,19 +240,4 @@ fn from_table(hit: Hit, m: &Mapping, lines: Option<SourceLines>) -> SymResult {
         module: m.name.clone(),
         inlined,
     })
-}
-
-/// A path through which this process can read the mapped file.
-fn elf_path(pid: u32, m: &Mapping) -> Option<PathBuf> {
-    if !m.is_file_backed() {
-        return None;
-    }
-    let via_map_files = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
-    if std::fs::File::open(&via_map_files).is_ok() {
-        return Some(via_map_files);
-    }
-    let name = m.name.as_ref()?;
-    let rel = name.strip_prefix("/").ok()?;
-    let via_root = PathBuf::from(format!("/proc/{pid}/root")).join(rel);
-    std::fs::metadata(&via_root).is_ok().then_some(via_root)
 }
