@@ -194,4 +194,45 @@ mod tests {
         assert!(parse_line(b"1000-2000 r--p").is_none());
         assert!(parse_line(b"ffffffffffffffffff-2000 r--p 0 0:0 0").is_none());
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
+            /// Any bytes: an answer or None, never a panic.
+            #[test]
+            fn arbitrary_lines_never_panic(line in proptest::collection::vec(any::<u8>(), 0..160)) {
+                let _ = parse_line(&line);
+                let _ = lines(&line).count();
+            }
+
+            /// A line as the kernel prints it parses back to its fields; the
+            /// name (no newline: the kernel escapes those) comes back as is.
+            #[test]
+            fn kernel_lines_round_trip(
+                start: u64, end: u64, r: bool, w: bool, x: bool, s: bool,
+                offset: u64, major in 0u32..4096, minor in 0u32..(1 << 20), inode: u64,
+                name in proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..64)
+                    .prop_filter("padding is not part of the name", |n| n.first() != Some(&b' ')),
+            ) {
+                let perms = Perms { read: r, write: w, exec: x, shared: s };
+                let mut text = format!(
+                    "{start:08x}-{end:08x} {perms} {offset:08x} {major:02x}:{minor:02x} {inode} "
+                ).into_bytes();
+                if !name.is_empty() {
+                    text.resize(text.len().max(73), b' ');
+                    text.extend_from_slice(&name);
+                }
+                let l = parse_line(&text).expect("kernel line parses");
+                prop_assert_eq!(
+                    (l.start, l.end, l.perms, l.offset, l.dev_major, l.dev_minor, l.inode),
+                    (start, end, perms, offset, major, minor, inode)
+                );
+                prop_assert_eq!(l.name, &name[..]);
+            }
+        }
+    }
 }
