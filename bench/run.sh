@@ -11,7 +11,7 @@
 #   --phases     guest phases (bench/guest.sh; default "rates attach all allpf",
 #                quick: "rates attach")
 #   --no-others  skips the other bench/*/run.sh
-#   --others     which of them (default: procmap xdp xdpchain batchsym trace-attach)
+#   --others     which of them (default: procmap symcheck xdp xdpchain batchsym trace-attach)
 #   --no-guests  only the other benchmarks (and the report from raw/)
 # env: BENCH_OUT (default bench/results, build/bench-quick with --quick), BPFMUX_CACHE,
 #   BENCH_<NAME>_ARGS: more arguments for bench/<name>/run.sh (NAME upper case, - as _),
@@ -21,7 +21,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 quick= kernels="ours stock-7.3 stock-6.12" others=1 guests=1 phase_list=
-other_list="procmap xdp xdpchain batchsym trace-attach"
+other_list="procmap symcheck xdp xdpchain batchsym trace-attach"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=--quick ;;

@@ -1,8 +1,9 @@
 //! `bpfmux`: attach BPF at scale. This binary is a thin shell over the
 //! `bpfmux` library; each subcommand lives in `cmd/`.
 
-mod addr;
 mod cmd;
+mod input;
+mod parse;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -42,6 +43,13 @@ enum Command {
 }
 
 fn main() {
+    // Rust ignores SIGPIPE, so a closed output pipe (`bpfmux ... | head`)
+    // would turn every print into an EPIPE error or a panic. Restore the
+    // default: the process ends quietly, status 141, like other tools.
+    // SAFETY: setting a signal disposition to SIG_DFL before any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Features(a) => cmd::features::run(a),

@@ -1,13 +1,30 @@
 //! `bpfmux maps`: a process's mappings, or per-address normalization.
 
+use std::io::Write;
+
 use anyhow::Context as _;
 use bpfmux::normalize::{Backend, Mapping, Normalizer, Options, VmaFilter};
 
-use crate::addr::parse_addr;
+use crate::input::Addrs;
 
 /// Show mappings of a process, or normalize addresses (mapping, file offset,
 /// build ID per address) using PROCMAP_QUERY with a text fallback.
 #[derive(clap::Args)]
+#[command(after_help = "\
+Both backends report the same mappings. Names are shown as the kernel's
+/proc/PID/maps text shows them: a newline in a file name is written \\012
+(the ioctl backend's raw name is escaped the same way), \" (deleted)\" follows
+an unlinked file. The [vsyscall] page is not a VMA of the process (the
+PROCMAP_QUERY ioctl cannot return it), so neither backend lists it and its
+addresses are unmapped. Build IDs of deleted and memfd files need
+/proc/PID/map_files (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) on the text
+backend; the ioctl backend gets them from the kernel.
+
+Examples:
+  bpfmux maps --pid 1234                          every mapping
+  bpfmux maps --pid 1234 --exec-only 0x7f3a12345678
+  bpfmux maps --pid 1234 --backend text --json
+  cat addrs.txt | bpfmux maps --pid 1234 -        addresses from standard input")]
 pub struct Args {
     /// Process to inspect.
     #[arg(long)]
@@ -27,9 +44,10 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     json: bool,
-    /// Addresses to normalize (hex); none: list the mappings.
-    #[arg(value_parser = parse_addr)]
-    addrs: Vec<u64>,
+    /// Addresses to normalize (hex; '-': read from standard input); none:
+    /// list the mappings.
+    #[arg(value_name = "ADDR")]
+    addrs: Vec<String>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -55,34 +73,57 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         exec_only: args.exec_only,
         file_backed_only: args.file_backed,
     };
+    let mut out = std::io::stdout().lock();
     if args.addrs.is_empty() {
         let maps = n.mappings(args.pid, filter).context("listing mappings")?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&maps)?);
+            writeln!(out, "{}", serde_json::to_string_pretty(&maps)?)?;
         } else {
             for m in &maps {
-                println!("{}", mapping_line(m));
+                writeln!(out, "{}", mapping_line(m))?;
             }
         }
         return Ok(());
     }
-    let out = n
-        .normalize(args.pid, &args.addrs, filter)
-        .context("normalizing")?;
+    // JSON: one array of {addr, file_offset, mapping}, written as batches
+    // come (a mapping is repeated per address: batches share no indices).
+    let mut first = true;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        writeln!(out, "[")?;
     }
-    for (i, a) in out.addrs.iter().enumerate() {
-        match (a.resolved, out.mapping_of(i)) {
-            (Some(r), Some(m)) => println!(
-                "{:#x}  file+{:#x}  {}",
-                a.addr,
-                r.file_offset,
-                mapping_line(m)
-            ),
-            _ => println!("{:#x}  unmapped", a.addr),
+    Addrs::from_args(&args.addrs, false)?.for_each_batch(|batch| {
+        let norm = n
+            .normalize(args.pid, batch, filter)
+            .context("normalizing")?;
+        for (i, a) in norm.addrs.iter().enumerate() {
+            let m = norm.mapping_of(i);
+            if args.json {
+                let v = serde_json::json!({
+                    "addr": format!("{:#x}", a.addr),
+                    "file_offset": a.resolved.map(|r| format!("{:#x}", r.file_offset)),
+                    "mapping": m,
+                });
+                let sep = if first { "" } else { ",\n" };
+                write!(out, "{sep}  {v}")?;
+                first = false;
+                continue;
+            }
+            match (a.resolved, m) {
+                (Some(r), Some(m)) => writeln!(
+                    out,
+                    "{:#x}  file+{:#x}  {}",
+                    a.addr,
+                    r.file_offset,
+                    mapping_line(m)
+                )?,
+                _ => writeln!(out, "{:#x}  unmapped", a.addr)?,
+            }
         }
+        out.flush()?;
+        Ok(())
+    })?;
+    if args.json {
+        writeln!(out, "{}]", if first { "" } else { "\n" })?;
     }
     Ok(())
 }

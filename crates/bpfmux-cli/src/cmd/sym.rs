@@ -1,13 +1,31 @@
 //! `bpfmux sym`: addresses → function+offset (file:line with DWARF).
 
-use anyhow::bail;
-use bpfmux::symbolize::{KernelSymbolizer, SymResult, Symbolized, UserSymbolizer};
+use std::io::Write;
 
-use crate::addr::parse_addr;
+use anyhow::bail;
+use bpfmux::symbolize::{KernelSymbolizer, SymResult, SymbolKind, Symbolized, UserSymbolizer};
+
+use crate::input::Addrs;
 
 /// Symbolize user addresses of a process or kernel addresses.
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "kernel"])))]
+#[command(after_help = "\
+Each answer is function+offset, with file:line where DWARF has it; calls
+inlined at the address follow on lines of their own (`inlined NAME at
+FILE:LINE`, outermost first). Without usable DWARF the ELF symbol tables
+answer (.symtab, .dynsym, the debug file's .symtab), PLT stubs as NAME@plt;
+[vdso] addresses are looked up in the process's vDSO image. Kernel data
+objects are marked (data).
+
+Addresses are hexadecimal (0x7f3a12345678 or 7f3a12345678). With none, or
+with '-', they are read from standard input (whitespace-separated, '#'
+comments) and answered in batches as they come, so any number works.
+
+Examples:
+  bpfmux sym --pid 1234 0x55d0c0ffee00 0x7f3a12345678
+  bpfmux sym --kernel ffffffff81234567
+  cut -d' ' -f2 stack.txt | bpfmux sym --pid 1234 --json")]
 pub struct Args {
     /// Process whose addresses these are.
     #[arg(long)]
@@ -18,23 +36,48 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     json: bool,
-    /// Addresses (hex).
-    #[arg(value_parser = parse_addr, required = true)]
-    addrs: Vec<u64>,
+    /// Addresses (hex); none or '-': read them from standard input.
+    #[arg(value_name = "ADDR")]
+    addrs: Vec<String>,
+}
+
+enum Target {
+    User(u32, Box<UserSymbolizer>),
+    Kernel(KernelSymbolizer),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let out = match (args.pid, args.kernel) {
-        (Some(pid), false) => UserSymbolizer::default().symbolize(pid, &args.addrs)?,
-        (None, true) => KernelSymbolizer::load()?.symbolize(&args.addrs),
+    let addrs = Addrs::from_args(&args.addrs, true)?;
+    let mut target = match (args.pid, args.kernel) {
+        (Some(pid), false) => Target::User(pid, Box::default()),
+        (None, true) => Target::Kernel(KernelSymbolizer::load()?),
         _ => bail!("give exactly one of --pid PID or --kernel"),
     };
+    let mut out = std::io::stdout().lock();
+    // JSON: one array, written element by element as batches come.
+    let mut first = true;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        for s in &out {
-            println!("{}", line(s));
+        writeln!(out, "[")?;
+    }
+    addrs.for_each_batch(|batch| {
+        let syms = match &mut target {
+            Target::User(pid, u) => u.symbolize(*pid, batch)?,
+            Target::Kernel(k) => k.symbolize(batch),
+        };
+        for s in &syms {
+            if args.json {
+                let sep = if first { "" } else { ",\n" };
+                write!(out, "{sep}  {}", serde_json::to_string(s)?)?;
+                first = false;
+            } else {
+                writeln!(out, "{}", line(s))?;
+            }
         }
+        out.flush()?;
+        Ok(())
+    })?;
+    if args.json {
+        writeln!(out, "{}]", if first { "" } else { "\n" })?;
     }
     Ok(())
 }
@@ -47,12 +90,27 @@ fn line(s: &Symbolized) -> String {
                 .as_ref()
                 .map(|m| format!(" [{}]", m.display()))
                 .unwrap_or_default();
-            let src = match (&sym.file, sym.line) {
-                (Some(f), Some(l)) => format!(" at {}:{l}", f.display()),
-                (Some(f), None) => format!(" at {}", f.display()),
-                _ => String::new(),
+            let data = if sym.kind == SymbolKind::Data {
+                " (data)"
+            } else {
+                ""
             };
-            format!("{:#x}  {}+{:#x}{src}{module}", s.addr, sym.name, sym.offset)
+            let mut out = format!(
+                "{:#x}  {}+{:#x}{data}{}{module}",
+                s.addr,
+                sym.name,
+                sym.offset,
+                at(sym.file.as_deref(), sym.line)
+            );
+            // Inlined calls, outermost first, each where the address is in it.
+            for f in &sym.inlined {
+                out.push_str(&format!(
+                    "\n    inlined {}{}",
+                    f.name,
+                    at(f.file.as_deref(), f.line)
+                ));
+            }
+            out
         }
         SymResult::NoSymbol {
             module,
@@ -69,5 +127,13 @@ fn line(s: &Symbolized) -> String {
             )
         }
         SymResult::Unmapped => format!("{:#x}  unmapped", s.addr),
+    }
+}
+
+fn at(file: Option<&std::path::Path>, line: Option<u32>) -> String {
+    match (file, line) {
+        (Some(f), Some(l)) => format!(" at {}:{l}", f.display()),
+        (Some(f), None) => format!(" at {}", f.display()),
+        _ => String::new(),
     }
 }

@@ -19,6 +19,8 @@ use bpfmux::trace::select::{self as selection, SelectOptions};
 use bpfmux::trace::{self, TraceOptions, Tracer};
 use serde_json::json;
 
+use crate::input::{read_text, MAX_TEXT_FILE};
+use crate::parse::{parse_interval, parse_seconds};
 use crate::progress::AttachProgress;
 
 /// Trace kernel functions: one BPF program on every function the patterns
@@ -92,10 +94,10 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     cgroup: Option<std::path::PathBuf>,
     /// Stop after this many seconds (default: Ctrl-C, or the end of -c).
-    #[arg(short, long, value_name = "SECONDS")]
+    #[arg(short, long, value_name = "SECONDS", value_parser = parse_seconds)]
     duration: Option<f64>,
     /// Seconds between updates.
-    #[arg(short, long, default_value_t = 1.0, value_name = "SECONDS")]
+    #[arg(short, long, default_value_t = 1.0, value_name = "SECONDS", value_parser = parse_interval)]
     interval: f64,
     /// Run this shell command once attached, trace only its process, stop
     /// when it exits (a simple command is exec-ed, keeping its pid).
@@ -256,12 +258,7 @@ fn parse_patterns(v: &[String]) -> anyhow::Result<Vec<Pattern>> {
 
 /// Patterns of a file (or stdin for "-"): one per line, '#' comments.
 fn read_pattern_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
-    let text = if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).context("reading patterns from stdin")?
-    } else {
-        std::fs::read_to_string(path)
-            .with_context(|| format!("reading patterns from {}", path.display()))?
-    };
+    let text = read_text(path, MAX_TEXT_FILE).context("reading patterns")?;
     Ok(text
         .lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
@@ -292,10 +289,25 @@ fn clock() -> String {
     format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.interval <= 0.0 {
-        bail!("--interval must be positive");
+/// The cgroup v2 id of a cgroup directory: the inode number of it.
+fn cgroup_id(p: &std::path::Path) -> anyhow::Result<u64> {
+    const CGROUP2_SUPER_MAGIC: libc::c_long = 0x6367_7270;
+    let meta = std::fs::metadata(p).with_context(|| format!("--cgroup {}", p.display()))?;
+    let c = CString::new(p.as_os_str().as_encoded_bytes())?;
+    // SAFETY: statfs fills the zeroed struct from a NUL-terminated path.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    let on_cgroup2 = unsafe { libc::statfs(c.as_ptr(), &mut fs) } == 0
+        && fs.f_type as libc::c_long == CGROUP2_SUPER_MAGIC;
+    if !meta.is_dir() || !on_cgroup2 {
+        bail!(
+            "--cgroup {}: not a cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice)",
+            p.display()
+        );
     }
+    Ok(meta.ino())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
     if args.command.is_some() && args.pid.is_some() {
         bail!("-c traces its own process; it cannot be combined with --pid");
     }
@@ -304,15 +316,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .as_deref()
         .map(|e| e.parse::<EngineKind>().map_err(anyhow::Error::msg))
         .transpose()?;
-    let cgroup_id = match &args.cgroup {
-        // The cgroup v2 id is the inode number of its directory.
-        Some(p) => Some(
-            std::fs::metadata(p)
-                .with_context(|| format!("cgroup {}", p.display()))?
-                .ino(),
-        ),
-        None => None,
-    };
+    let cgroup_id = args.cgroup.as_deref().map(cgroup_id).transpose()?;
     if args.comm.as_ref().is_some_and(|c| c.len() > 15) {
         bail!("--comm: a task name has at most 15 bytes");
     }

@@ -17,7 +17,7 @@ pub enum NormalizeError {
     ProcmapQueryUnsupported,
     #[error("malformed line in /proc/{pid}/maps: {line:?}")]
     Parse { pid: u32, line: String },
-    #[error("{what} /proc/{pid}/maps: {source}")]
+    #[error("{what} /proc/{pid}/maps")]
     Io {
         pid: u32,
         what: &'static str,

@@ -86,6 +86,49 @@ impl Serialize for BuildId {
     }
 }
 
+/// A raw path as `/proc/<pid>/maps` shows it: each '\n' as `\012`
+/// (fs/proc/task_mmu.c prints paths with seq_file_path(..., "\n")). Both
+/// backends report names in this form, so they agree on every name.
+pub fn escape_name(raw: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    if !raw.contains(&b'\n') {
+        return PathBuf::from(std::ffi::OsString::from_vec(raw.to_vec()));
+    }
+    let mut out = Vec::with_capacity(raw.len() + 8);
+    for &b in raw {
+        if b == b'\n' {
+            out.extend_from_slice(b"\\012");
+        } else {
+            out.push(b);
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// The paths a name as shown may stand for: itself, and with `\012` read
+/// back as '\n' when it has one (the escape is ambiguous).
+pub fn unescaped_candidates(name: &std::path::Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    const ESC: &[u8] = b"\\012";
+    let b = name.as_os_str().as_bytes();
+    let mut out = vec![name.to_path_buf()];
+    if b.windows(ESC.len()).any(|w| w == ESC) {
+        let mut raw = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i..].starts_with(ESC) {
+                raw.push(b'\n');
+                i += ESC.len();
+            } else {
+                raw.push(b[i]);
+                i += 1;
+            }
+        }
+        out.push(PathBuf::from(std::ffi::OsString::from_vec(raw)));
+    }
+    out
+}
+
 /// One VMA of a process, as the kernel reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Mapping {
@@ -103,6 +146,7 @@ pub struct Mapping {
     pub inode: u64,
     /// Backing file path (with " (deleted)" if unlinked), or a special name
     /// like `[heap]`, `[vdso]`, `[anon:name]`; `None` for plain anonymous.
+    /// As the text maps file shows it: a newline is `\012` ([`escape_name`]).
     pub name: Option<PathBuf>,
     /// ELF build ID of the backing file, when asked for and present.
     pub build_id: Option<BuildId>,

@@ -29,7 +29,9 @@ use std::path::PathBuf;
 
 pub use build_id::read as read_build_id;
 pub use error::NormalizeError;
-pub use mapping::{BuildId, Mapping, Normalized, NormalizedAddr, Perms, Resolved, BUILD_ID_MAX};
+pub use mapping::{
+    escape_name, BuildId, Mapping, Normalized, NormalizedAddr, Perms, Resolved, BUILD_ID_MAX,
+};
 
 use kept_maps::KeptMaps;
 use procmap_query::{QueryBuf, Want};
@@ -512,20 +514,35 @@ fn open_maps(pid: u32) -> Result<File, NormalizeError> {
     File::open(format!("/proc/{pid}/maps")).map_err(|e| NormalizeError::from_io(pid, "opening", e))
 }
 
-/// Opens the file behind a mapping: `map_files/` names exactly the mapped
-/// file (even if deleted or in another mount namespace) but needs
-/// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; `root/` + path is the fallback.
-pub fn open_mapped_file(pid: u32, m: &Mapping) -> Option<File> {
-    if let Ok(f) = File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)) {
-        return Some(f);
-    }
-    let name = m.name.as_ref()?;
-    if !name.is_absolute() {
+/// A path that opens the file behind a mapping: `map_files/` names exactly
+/// the mapped file (even if deleted, a memfd, or in another mount
+/// namespace) but needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; `root/` +
+/// path is the fallback (for a name with `\012`, also read as a newline,
+/// where the inode says it is the mapped file).
+pub fn mapped_file_path(pid: u32, m: &Mapping) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    if !m.is_file_backed() {
         return None;
     }
-    let mut p = PathBuf::from(format!("/proc/{pid}/root"));
-    p.push(name.strip_prefix("/").ok()?);
-    File::open(p).ok()
+    let via_map_files = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
+    if File::open(&via_map_files).is_ok() {
+        return Some(via_map_files);
+    }
+    let name = m.name.as_ref()?;
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let mut candidates = mapping::unescaped_candidates(name)
+        .into_iter()
+        .filter_map(|p| Some(root.join(p.strip_prefix("/").ok()?)));
+    let verbatim = candidates.next()?;
+    if File::open(&verbatim).is_ok() {
+        return Some(verbatim);
+    }
+    candidates.find(|p| std::fs::metadata(p).is_ok_and(|md| md.ino() == m.inode))
+}
+
+/// Opens the file behind a mapping (see [`mapped_file_path`]).
+pub fn open_mapped_file(pid: u32, m: &Mapping) -> Option<File> {
+    File::open(mapped_file_path(pid, m)?).ok()
 }
 
 /// Whether this kernel implements `PROCMAP_QUERY` (checked on our own maps).

@@ -8,9 +8,8 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 
-use super::mapping::{BuildId, Mapping, Perms};
+use super::mapping::{escape_name, BuildId, Mapping, Perms};
 
 /// `_IOWR('f', 17, struct procmap_query)`.
 pub const PROCMAP_QUERY: u64 = 0xC068_6611;
@@ -118,7 +117,7 @@ pub fn query(
     let name = if want.name && q.vma_name_size > 0 {
         // The size includes the terminating NUL.
         let len = (q.vma_name_size as usize - 1).min(NAME_BUF);
-        Some(bytes_to_path(&buf.name[..len]))
+        Some(escape_name(&buf.name[..len]))
     } else {
         None
     };
@@ -145,9 +144,4 @@ pub fn query(
         name,
         build_id,
     }))
-}
-
-fn bytes_to_path(b: &[u8]) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(std::ffi::OsStr::from_bytes(b))
 }

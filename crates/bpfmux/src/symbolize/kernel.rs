@@ -1,9 +1,16 @@
-//! Kernel addresses → `function+offset [module]` from /proc/kallsyms.
+//! Kernel addresses → `function+offset [module]` (or a data object) from
+//! /proc/kallsyms.
+//!
+//! kallsyms has no sizes: a symbol is taken to run to the next one. Two
+//! exceptions keep that honest: section end markers (`_etext`, `_edata`,
+//! `_end`, `__stop_*`...) cover nothing, so the gap after kernel text is
+//! not `_etext+0x…`; and the last symbol before another module (or of all)
+//! covers at most [`MAX_LAST_SPAN`] bytes instead of nothing or everything.
 
 use std::io;
 use std::path::PathBuf;
 
-use super::{SymResult, Symbol, Symbolized};
+use super::{SymResult, Symbol, SymbolKind, Symbolized};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KallsymsError {
@@ -16,10 +23,45 @@ pub enum KallsymsError {
     AddressesHidden,
 }
 
+/// How far the last symbol of a module (or of the kernel) reaches: more
+/// than any kernel function, less than the gaps between module areas.
+pub const MAX_LAST_SPAN: u64 = 64 << 10;
+
 struct KSym {
     addr: u64,
     name: String,
     module: Option<String>,
+    kind: SymbolKind,
+    /// A section boundary, not an object (see [`is_end_marker`]).
+    end_marker: bool,
+}
+
+/// Linker-made symbols that mark where a section ends.
+fn is_end_marker(name: &str) -> bool {
+    const ENDS: &[&str] = &[
+        "_etext",
+        "_edata",
+        "_end",
+        "__bss_stop",
+        "_einittext",
+        "__init_end",
+        "__end_rodata",
+        "__end_rodata_aligned",
+        "__end_of_kernel_reserve",
+        "__per_cpu_end",
+    ];
+    ENDS.contains(&name) || name.starts_with("__stop_") || name.starts_with("__end_")
+}
+
+/// Other linker markers: named only where no real symbol starts at the
+/// same address.
+fn is_marker(name: &str) -> bool {
+    is_end_marker(name)
+        || name.starts_with("__start_")
+        || matches!(
+            name,
+            "_stext" | "_text" | "_sdata" | "__bss_start" | "_sinittext" | "__init_begin"
+        )
 }
 
 /// Sorted text symbols of the running kernel and its modules.
@@ -32,7 +74,8 @@ impl KernelSymbolizer {
         Self::parse(&std::fs::read_to_string("/proc/kallsyms")?)
     }
 
-    /// Parses kallsyms text (`addr type name [module]`), keeping functions.
+    /// Parses kallsyms text (`addr type name [module]`), keeping functions
+    /// and data objects.
     pub fn parse(text: &str) -> Result<Self, KallsymsError> {
         let mut syms = Vec::new();
         let mut any_nonzero = false;
@@ -45,22 +88,38 @@ impl KernelSymbolizer {
                 continue;
             };
             any_nonzero |= addr != 0;
-            if !matches!(ty, "t" | "T" | "w" | "W") {
-                continue;
-            }
+            let kind = match ty {
+                "t" | "T" | "w" | "W" => SymbolKind::Function,
+                "d" | "D" | "b" | "B" | "r" | "R" | "v" | "V" => SymbolKind::Data,
+                // Absolute values, undefined and debugging symbols.
+                _ => continue,
+            };
             let module = it
                 .next()
                 .map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string());
             syms.push(KSym {
                 addr,
+                end_marker: is_end_marker(name),
                 name: name.to_string(),
                 module,
+                kind,
             });
         }
         if !any_nonzero {
             return Err(KallsymsError::AddressesHidden);
         }
-        syms.sort_by_key(|s| s.addr);
+        // Per-CPU variables are offsets into each CPU's area (addresses near
+        // 0), not addresses: keep nothing below the lowest function.
+        let lowest_text = syms
+            .iter()
+            .filter(|s| s.kind == SymbolKind::Function)
+            .map(|s| s.addr)
+            .min()
+            .unwrap_or(0);
+        syms.retain(|s| s.addr >= lowest_text);
+        // At one address, a real symbol goes last (the lookup takes the
+        // last symbol at or below an address); stable for the rest.
+        syms.sort_by_key(|s| (s.addr, !is_marker(&s.name)));
         Ok(Self { syms })
     }
 
@@ -76,17 +135,24 @@ impl KernelSymbolizer {
 
     fn lookup(&self, addr: u64) -> SymResult {
         let i = self.syms.partition_point(|s| s.addr <= addr);
-        // Before the first symbol, or past the last one (no end is known).
-        if i == 0 || i == self.syms.len() {
+        let Some(s) = i.checked_sub(1).map(|k| &self.syms[k]) else {
+            return SymResult::Unmapped;
+        };
+        if s.end_marker {
             return SymResult::Unmapped;
         }
-        let s = &self.syms[i - 1];
+        let last_of_its_module = self.syms.get(i).is_none_or(|n| n.module != s.module);
+        if last_of_its_module && addr - s.addr >= MAX_LAST_SPAN {
+            return SymResult::Unmapped;
+        }
         SymResult::Symbol(Symbol {
             name: s.name.clone(),
             offset: addr - s.addr,
+            kind: s.kind,
             file: None,
             line: None,
             module: s.module.as_ref().map(PathBuf::from),
+            inlined: Vec::new(),
         })
     }
 }
@@ -96,31 +162,67 @@ mod tests {
     use super::*;
 
     const TEXT: &str = "\
+0000000000001000 D percpu_var
 ffffffff81000000 T _stext
+ffffffff81000000 T startup
 ffffffff81001000 t do_one
-ffffffff81002000 D some_data
 ffffffff81003000 T do_two
+ffffffff81004000 T _etext
+ffffffff81005000 D some_data
+ffffffff81006000 A fixed_value
+ffffffff81007000 B _end
 ffffffffc0001000 t mod_fn\t[mymod]
-ffffffffc0002000 T last
+ffffffffc0002000 T last\t[mymod]
 ";
 
+    fn sym(k: &KernelSymbolizer, addr: u64) -> (String, u64, SymbolKind) {
+        match &k.symbolize(&[addr])[0].result {
+            SymResult::Symbol(s) => (s.name.clone(), s.offset, s.kind),
+            other => panic!("{addr:#x}: {other:?}"),
+        }
+    }
+
     #[test]
-    fn resolves_function_offsets_and_modules() {
+    fn resolves_functions_data_and_modules() {
         let k = KernelSymbolizer::parse(TEXT).unwrap();
-        let r = k.symbolize(&[0xffffffff81001010, 0xffffffff81002010, 0xffffffffc0001004]);
+        let f = SymbolKind::Function;
+        assert_eq!(sym(&k, 0xffffffff81001010), ("do_one".into(), 0x10, f));
+        // The real symbol wins over the marker at the same address.
+        assert_eq!(sym(&k, 0xffffffff81000004), ("startup".into(), 4, f));
+        assert_eq!(
+            sym(&k, 0xffffffff81005010),
+            ("some_data".into(), 0x10, SymbolKind::Data)
+        );
+        // Absolute symbols are not objects: still inside some_data.
+        assert_eq!(sym(&k, 0xffffffff81006010).0, "some_data");
+        let r = k.symbolize(&[0xffffffffc0001004]);
         let SymResult::Symbol(s) = &r[0].result else {
             panic!()
         };
-        assert_eq!((s.name.as_str(), s.offset), ("do_one", 0x10));
-        // Data symbols are skipped: still inside do_one.
-        let SymResult::Symbol(s) = &r[1].result else {
-            panic!()
-        };
-        assert_eq!((s.name.as_str(), s.offset), ("do_one", 0x1010));
-        let SymResult::Symbol(s) = &r[2].result else {
-            panic!()
-        };
         assert_eq!(s.module.as_deref(), Some(std::path::Path::new("mymod")));
+    }
+
+    #[test]
+    fn section_ends_and_the_last_symbol() {
+        let k = KernelSymbolizer::parse(TEXT).unwrap();
+        // Between _etext and the next object: not "_etext+0x10".
+        assert_eq!(
+            k.symbolize(&[0xffffffff81004010])[0].result,
+            SymResult::Unmapped
+        );
+        assert_eq!(
+            k.symbolize(&[0xffffffff81007010])[0].result,
+            SymResult::Unmapped
+        );
+        // The last symbol names what follows it, within MAX_LAST_SPAN.
+        assert_eq!(sym(&k, 0xffffffffc0002010).0, "last");
+        let past = 0xffffffffc0002000 + MAX_LAST_SPAN;
+        assert_eq!(k.symbolize(&[past])[0].result, SymResult::Unmapped);
+        // So does the last symbol of a module before the next module.
+        let t = format!("{TEXT}ffffffffd0000000 t other\t[m2]\n");
+        let k = KernelSymbolizer::parse(&t).unwrap();
+        assert_eq!(sym(&k, 0xffffffffc0002010).0, "last");
+        assert_eq!(k.symbolize(&[past])[0].result, SymResult::Unmapped);
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! looked up in the ELF/DWARF by blazesym) and kernel addresses (kallsyms).
 //! `bpfmux trace` will print stacks through this module.
 
+pub mod elf_table;
 mod kernel;
 mod user;
+mod vdso;
 
 use std::path::PathBuf;
 
@@ -18,11 +20,35 @@ pub struct Symbol {
     pub name: String,
     /// Offset of the address from the symbol's start.
     pub offset: u64,
-    /// Source file and line, where DWARF has them.
+    /// (`symbol_kind` in JSON: `kind` says which [`SymResult`] this is.)
+    #[serde(rename = "symbol_kind")]
+    pub kind: SymbolKind,
+    /// Source file and line, where DWARF has them (with inlined calls:
+    /// the line of the outermost call).
     pub file: Option<PathBuf>,
     pub line: Option<u32>,
     /// Binary or kernel module the symbol is in (`None`: vmlinux).
     pub module: Option<PathBuf>,
+    /// Functions inlined at this address, outermost first; each frame's
+    /// file and line are where the address is within that function.
+    pub inlined: Vec<InlinedFrame>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SymbolKind {
+    Function,
+    /// A PLT stub, named `function@plt`.
+    Plt,
+    /// A data object (kernel `d`/`b`/`r` symbols).
+    Data,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InlinedFrame {
+    pub name: String,
+    pub file: Option<PathBuf>,
+    pub line: Option<u32>,
 }
 
 /// What one address resolved to.

@@ -1,19 +1,37 @@
 //! User addresses → symbols: our normalizer finds mapping + file offset,
-//! blazesym reads the ELF symbol table and DWARF of that file.
+//! blazesym reads the DWARF (with inlined calls) and ELF symbols of that
+//! file. Where its answer is not usable — a DWARF entry at address 0, a
+//! size-0 symbol, an offset past the symbol's end — the file's own symbol
+//! tables decide ([`ElfTable`]: `.symtab`, `.dynsym`, the debug file's
+//! `.symtab`, `name@plt`). The vDSO is read from the process's memory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{Input, Symbolizer};
+use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolizer};
 
-use super::{SymResult, Symbol, Symbolized};
-use crate::normalize::{Mapping, Normalizer, VmaFilter};
+use super::elf_table::{ElfTable, EntryKind, Hit};
+use super::{vdso, InlinedFrame, SymResult, Symbol, SymbolKind, Symbolized};
+use crate::normalize::{mapped_file_path, Mapping, Normalizer, VmaFilter};
+
+/// Symbol tables kept per file; dropped wholesale past this many.
+const MAX_TABLES: usize = 64;
+
+/// Which image a kept [`ElfTable`] is of.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum TableKey {
+    File { dev: (u32, u32), inode: u64 },
+    Vdso { pid: u32 },
+}
 
 pub struct UserSymbolizer {
     normalizer: Normalizer,
     blaze: Symbolizer,
+    /// `None`: the image could not be read or parsed (not retried).
+    tables: HashMap<TableKey, Option<Arc<ElfTable>>>,
 }
 
 impl Default for UserSymbolizer {
@@ -27,6 +45,7 @@ impl UserSymbolizer {
         Self {
             normalizer,
             blaze: Symbolizer::new(),
+            tables: HashMap::new(),
         }
     }
 
@@ -70,13 +89,28 @@ impl UserSymbolizer {
         Ok(out)
     }
 
-    fn lookup(&self, pid: u32, m: &Mapping, items: &[(usize, u64)]) -> Vec<SymResult> {
+    fn lookup(&mut self, pid: u32, m: &Mapping, items: &[(usize, u64)]) -> Vec<SymResult> {
         let no_symbol = |off: u64, reason: &str| SymResult::NoSymbol {
             module: m.name.clone(),
             file_offset: off,
             reason: reason.to_string(),
         };
-        let Some(path) = elf_path(pid, m) else {
+        if vdso::is_vdso(m) {
+            let table = kept_table(&mut self.tables, TableKey::Vdso { pid }, || {
+                vdso::table(pid, m).ok()
+            });
+            return items
+                .iter()
+                .map(
+                    |&(_, off)| match table.as_ref().and_then(|t| t.lookup_offset(off)) {
+                        Some(hit) => from_table(hit, m, None),
+                        None if table.is_none() => no_symbol(off, "vDSO image not readable"),
+                        None => no_symbol(off, "no symbol covers this offset"),
+                    },
+                )
+                .collect();
+        }
+        let Some(path) = mapped_file_path(pid, m) else {
             let reason = if m.is_file_backed() {
                 "mapped file not accessible"
             } else {
@@ -88,54 +122,122 @@ impl UserSymbolizer {
                 .collect();
         };
         let offsets: Vec<u64> = items.iter().map(|&(_, off)| off).collect();
-        let src = Source::Elf(Elf::new(path));
-        match self.blaze.symbolize(&src, Input::FileOffset(&offsets)) {
-            Err(e) => items
-                .iter()
-                .map(|&(_, off)| no_symbol(off, &format!("ELF lookup failed: {e}")))
-                .collect(),
-            Ok(syms) => syms
-                .into_iter()
-                .zip(&offsets)
-                .map(|(s, &off)| match s.as_sym() {
-                    None => no_symbol(off, "no symbol covers this offset"),
-                    // Some DWARF entries (seen in Debian's libc debug info)
-                    // claim address 0 with no size; code never lives at
-                    // offset 0 of an ELF (headers do), so don't trust them.
-                    Some(sym) if sym.addr == 0 => no_symbol(off, "no symbol covers this offset"),
-                    Some(sym) => {
-                        let (file, line) = sym.code_info.as_ref().map_or((None, None), |ci| {
-                            let file = match &ci.dir {
-                                Some(d) => d.join(&*ci.file),
-                                None => PathBuf::from(&*ci.file),
-                            };
-                            (Some(file), ci.line)
-                        });
-                        SymResult::Symbol(Symbol {
-                            name: sym.name.to_string(),
-                            offset: sym.offset as u64,
-                            file,
-                            line,
-                            module: m.name.clone(),
-                        })
-                    }
-                })
-                .collect(),
+        let src = Source::Elf(Elf::new(&path));
+        let syms = match self.blaze.symbolize(&src, Input::FileOffset(&offsets)) {
+            Ok(syms) => syms,
+            Err(e) => {
+                let why = format!("ELF lookup failed: {e}");
+                return offsets.iter().map(|&off| no_symbol(off, &why)).collect();
+            }
+        };
+        let key = TableKey::File {
+            dev: (m.dev_major, m.dev_minor),
+            inode: m.inode,
+        };
+        let mut out = Vec::with_capacity(offsets.len());
+        for (s, &off) in syms.iter().zip(&offsets) {
+            if let Some(sym) = s.as_sym().filter(|s| usable(s)) {
+                out.push(from_blazesym(sym, m));
+                continue;
+            }
+            let table = kept_table(&mut self.tables, key.clone(), || ElfTable::load(&path).ok());
+            out.push(match table.and_then(|t| t.lookup_offset(off)) {
+                // The line table and inline chain still hold where only the
+                // function entry was unusable.
+                Some(hit) => {
+                    let dwarf = s.as_sym().filter(|b| b.code_info.is_some());
+                    from_table(hit, m, dwarf.map(source_lines))
+                }
+                None => no_symbol(off, "no symbol covers this offset"),
+            });
         }
+        out
     }
 }
 
-/// A path through which this process can read the mapped file.
-fn elf_path(pid: u32, m: &Mapping) -> Option<PathBuf> {
-    if !m.is_file_backed() {
-        return None;
+/// The kept table of `key`, made by `load` the first time.
+fn kept_table(
+    tables: &mut HashMap<TableKey, Option<Arc<ElfTable>>>,
+    key: TableKey,
+    load: impl FnOnce() -> Option<ElfTable>,
+) -> Option<Arc<ElfTable>> {
+    if let Some(t) = tables.get(&key) {
+        return t.clone();
     }
-    let via_map_files = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
-    if std::fs::File::open(&via_map_files).is_ok() {
-        return Some(via_map_files);
+    if tables.len() >= MAX_TABLES {
+        tables.clear();
     }
-    let name = m.name.as_ref()?;
-    let rel = name.strip_prefix("/").ok()?;
-    let via_root = PathBuf::from(format!("/proc/{pid}/root")).join(rel);
-    std::fs::metadata(&via_root).is_ok().then_some(via_root)
+    let t = load().map(Arc::new);
+    tables.insert(key, t.clone());
+    t
+}
+
+/// Whether blazesym's answer names the address: not one of the DWARF
+/// entries Debian's libc debug info places at address 0 (code never lives
+/// at offset 0, the ELF header does), and a symbol with a size that covers
+/// the address (size-0 symbols name whatever follows them, e.g. the PLT
+/// after `_init`).
+fn usable(s: &Sym) -> bool {
+    s.addr != 0 && s.size.is_some_and(|size| s.offset < size)
+}
+
+fn code_location(ci: Option<&CodeInfo>) -> (Option<PathBuf>, Option<u32>) {
+    ci.map_or((None, None), |ci| {
+        let file = match &ci.dir {
+            Some(d) => d.join(&*ci.file),
+            None => PathBuf::from(&*ci.file),
+        };
+        (Some(file), ci.line)
+    })
+}
+
+/// What DWARF says about an address: file, line, inlined calls.
+type SourceLines = (Option<PathBuf>, Option<u32>, Vec<InlinedFrame>);
+
+fn source_lines(sym: &Sym) -> SourceLines {
+    let (file, line) = code_location(sym.code_info.as_deref());
+    let inlined = sym
+        .inlined
+        .iter()
+        .map(|f| {
+            let (file, line) = code_location(f.code_info.as_ref());
+            InlinedFrame {
+                name: f.name.to_string(),
+                file,
+                line,
+            }
+        })
+        .collect();
+    (file, line, inlined)
+}
+
+fn from_blazesym(sym: &Sym, m: &Mapping) -> SymResult {
+    let (file, line, inlined) = source_lines(sym);
+    SymResult::Symbol(Symbol {
+        name: sym.name.to_string(),
+        offset: sym.offset as u64,
+        kind: SymbolKind::Function,
+        file,
+        line,
+        module: m.name.clone(),
+        inlined,
+    })
+}
+
+/// A name from the symbol tables; the line table and inline chain still
+/// hold (`lines`) where only DWARF's function entry was unusable.
+fn from_table(hit: Hit, m: &Mapping, lines: Option<SourceLines>) -> SymResult {
+    let (file, line, inlined) = lines.unwrap_or_default();
+    SymResult::Symbol(Symbol {
+        name: hit.name,
+        offset: hit.offset,
+        kind: match hit.kind {
+            EntryKind::Function => SymbolKind::Function,
+            EntryKind::Plt => SymbolKind::Plt,
+        },
+        file,
+        line,
+        module: m.name.clone(),
+        inlined,
+    })
 }

@@ -35,7 +35,7 @@ pub const MAX_TRAMPOLINE_ARGS: usize = 12;
 pub enum BtfError {
     #[error("loading vmlinux BTF (kernel built without CONFIG_DEBUG_INFO_BTF?): {0}")]
     Vmlinux(io::Error),
-    #[error("loading BTF of module {module} from /sys/kernel/btf/{module}: {source}")]
+    #[error("loading BTF of module {module} from /sys/kernel/btf/{module}")]
     Module { module: String, source: io::Error },
 }
 

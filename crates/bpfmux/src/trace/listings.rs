@@ -45,17 +45,28 @@ impl Seen {
     }
 }
 
+/// The underlying error is the `source` (shown once by `{:#}` chains).
 #[derive(Debug, thiserror::Error)]
 pub enum ListingError {
     #[error(
         "no available_filter_functions under {dirs:?} (is tracefs mounted? \
-         mount -t tracefs nodev /sys/kernel/tracing): {source}"
+         mount -t tracefs nodev /sys/kernel/tracing)"
     )]
     NoFtraceList {
         dirs: Vec<PathBuf>,
         source: io::Error,
     },
-    #[error("reading {path}: {source}")]
+    #[error(
+        "not permitted to read {path} (tracefs is readable by root only; \
+         run as root, or give exact function names, which need no listing)"
+    )]
+    FtraceListDenied { path: PathBuf, source: io::Error },
+    #[error(
+        "the kernel refuses to list traceable functions ({path}: EPERM, e.g. kernel \
+         lockdown or a security module); give exact function names, which need no listing"
+    )]
+    FtraceListRefused { path: PathBuf, source: io::Error },
+    #[error("reading {path}")]
     Read { path: PathBuf, source: io::Error },
 }
 
@@ -90,8 +101,17 @@ fn read_ftrace_list() -> Result<(String, bool), ListingError> {
             ("available_filter_functions_addrs", true),
             ("available_filter_functions", false),
         ] {
-            match fs::read_to_string(Path::new(dir).join(file)) {
+            let path = Path::new(dir).join(file);
+            match fs::read_to_string(&path) {
                 Ok(t) => return Ok((t, with_addrs)),
+                // A tracefs that is there but closed to us: say so, rather
+                // than what the next directory (absent) answers.
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                    return Err(ListingError::FtraceListDenied { path, source: e })
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                    return Err(ListingError::FtraceListRefused { path, source: e })
+                }
                 Err(e) => last = Some(e),
             }
         }

@@ -103,16 +103,22 @@ fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
+/// Every `[` opens a class that ends, by the matcher's own reading (a `]`
+/// right after `[` or `[!` is a member, not the end).
 fn class_closed(s: &str) -> bool {
-    let mut open = false;
-    for c in s.chars() {
-        match c {
-            '[' if !open => open = true,
-            ']' if open => open = false,
-            _ => {}
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'[' {
+            i += 1;
+            continue;
+        }
+        match class_match(&b[i..], 0) {
+            Some((_, len)) => i += len,
+            None => return false,
         }
     }
-    !open
+    true
 }
 
 /// Shell-style match of the whole name: `*` any run, `?` one byte, `[abc]`,
@@ -249,5 +255,80 @@ mod tests {
             "a[bc".parse::<Pattern>(),
             Err(PatternError::OpenClass(_))
         ));
+        // "[]" does not close: a ']' first in a class is a member.
+        for open in ["x[]", "x[!]", "[]a"] {
+            assert!(
+                matches!(open.parse::<Pattern>(), Err(PatternError::OpenClass(_))),
+                "{open}"
+            );
+        }
+        assert!("x[]]".parse::<Pattern>().is_ok());
+        assert!(m("x[]]", "x]"));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Plain recursive shell matching, for small inputs.
+        fn reference(p: &[u8], n: &[u8]) -> bool {
+            match p.first() {
+                None => n.is_empty(),
+                Some(b'*') => (0..=n.len()).any(|k| reference(&p[1..], &n[k..])),
+                Some(b'?') => !n.is_empty() && reference(&p[1..], &n[1..]),
+                Some(b'[') => match (n.first(), class_match(p, n.first().copied().unwrap_or(0))) {
+                    (Some(_), Some((hit, len))) => hit && reference(&p[len..], &n[1..]),
+                    // An unclosed '[' is a literal.
+                    (Some(&c), None) => c == b'[' && reference(&p[1..], &n[1..]),
+                    (None, _) => false,
+                },
+                Some(&c) => n.first() == Some(&c) && reference(&p[1..], &n[1..]),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
+            /// Any text: a pattern or an error, never a panic; what parses
+            /// prints back as written.
+            #[test]
+            fn parse_never_panics_and_round_trips(s in "\\PC{0,40}") {
+                if let Ok(p) = s.parse::<Pattern>() {
+                    prop_assert_eq!(p.to_string(), s.clone());
+                    let _ = p.matches(&Scope::Vmlinux, &s);
+                }
+            }
+
+            /// On every pattern the parser accepts (literals, `*`, `?` and
+            /// classes, `]` and `!` and `-` included), the matcher agrees
+            /// with plain recursive matching.
+            #[test]
+            fn glob_matches_like_the_reference(
+                parts in proptest::collection::vec(
+                    prop_oneof!["[ab!\\[\\]-]", Just("*".to_string()), Just("?".to_string()),
+                                "\\[!?[ab\\]-]{1,3}\\]"],
+                    0..5,
+                ),
+                n in "[ab\\[\\]!-]{0,8}",
+            ) {
+                let p = parts.concat();
+                if p.parse::<Pattern>().is_ok() {
+                    prop_assert_eq!(
+                        glob_match(p.as_bytes(), n.as_bytes()),
+                        reference(p.as_bytes(), n.as_bytes()),
+                        "pattern {:?} name {:?}", p, n
+                    );
+                }
+            }
+
+            /// An exact name matches only itself.
+            #[test]
+            fn exact_names_match_only_themselves(a in "[a-z_0-9]{1,12}", b in "[a-z_0-9]{1,12}") {
+                let p: Pattern = a.parse().unwrap();
+                prop_assert!(p.is_exact());
+                prop_assert_eq!(p.matches(&Scope::Vmlinux, &b), a == b);
+                prop_assert!(p.matches(&Scope::Vmlinux, &a));
+            }
+        }
     }
 }

@@ -70,6 +70,11 @@ impl FromStr for ActionSet {
         }
         let mut bits = 0u32;
         for word in s.split(',').map(str::trim) {
+            if matches!(word, "any" | "*" | "all" | "none") {
+                return Err(format!(
+                    "'{word}' stands alone: give it as the whole --chain-on value, not in a list"
+                ));
+            }
             let lower = word.to_ascii_lowercase();
             let lower = lower.strip_prefix("xdp_").unwrap_or(&lower);
             let action = match ACTION_NAMES.iter().position(|n| *n == lower) {
@@ -78,7 +83,8 @@ impl FromStr for ActionSet {
                     Ok(n) if n < 32 => n,
                     _ => {
                         return Err(format!(
-                            "unknown XDP action '{word}' (expected {}, a number 0-31, none or any)",
+                            "unknown XDP action '{word}' (expected a list of {} or numbers 0-31, \
+                             or 'none' or 'any' alone)",
                             ACTION_NAMES.join(", ")
                         ))
                     }
@@ -106,6 +112,10 @@ mod tests {
         assert_eq!("none".parse::<ActionSet>().unwrap(), ActionSet(0));
         assert!("pas".parse::<ActionSet>().is_err());
         assert!("32".parse::<ActionSet>().is_err());
+        let e = "any,none".parse::<ActionSet>().unwrap_err();
+        assert!(e.contains("'any' stands alone"), "{e}");
+        assert!("pass,none".parse::<ActionSet>().is_err());
+        assert!("pass,".parse::<ActionSet>().is_err());
     }
 
     #[test]

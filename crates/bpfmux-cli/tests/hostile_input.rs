@@ -1,0 +1,237 @@
+//! The CLI against what a careless or hostile user hands it: closed output
+//! pipes, endless or huge input files, malformed numbers and addresses,
+//! wrong paths, a million addresses on standard input. Every case must end
+//! with a clear message or quietly, never a panic. Runs as root on the host
+//! (reads /proc/kallsyms addresses and other processes' maps).
+
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, Stdio};
+
+fn bpfmux() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bpfmux"))
+}
+
+/// A process to point `--pid` at, killed on drop.
+struct Target(Child);
+
+impl Target {
+    fn sleep() -> Self {
+        let c = Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep");
+        // Wait until exec has mapped sleep and its libc (the last step).
+        for _ in 0..400 {
+            let maps = std::fs::read_to_string(format!("/proc/{}/maps", c.id()));
+            if maps.is_ok_and(|m| m.contains("/sleep") && m.contains("libc.so")) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Self(c)
+    }
+
+    fn pid(&self) -> String {
+        self.0.id().to_string()
+    }
+
+    /// Start of its first executable mapping.
+    fn code_addr(&self) -> u64 {
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.0.id())).unwrap();
+        let line = maps
+            .lines()
+            .find(|l| l.contains(" r-xp ") && l.ends_with("/sleep"))
+            .expect("sleep's code mapping");
+        u64::from_str_radix(line.split('-').next().unwrap(), 16).unwrap()
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs with stdout a pipe whose reader is already gone: the first write
+/// meets a closed pipe.
+fn closed_pipe(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let mut c = bpfmux()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(c.stdout.take());
+    let out = c.wait_with_output().unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_verb_ends_quietly_on_a_closed_pipe() {
+    let t = Target::sleep();
+    let pid = t.pid();
+    let addr = format!("{:#x}", t.code_addr());
+    let kaddr = kernel_text_addr();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["--help"],
+        vec!["features"],
+        vec!["features", "--json"],
+        vec!["maps", "--pid", &pid],
+        vec!["maps", "--pid", &pid, "--json"],
+        vec!["maps", "--pid", &pid, &addr],
+        vec!["sym", "--pid", &pid, &addr],
+        vec!["sym", "--pid", &pid, "--json", &addr],
+        vec!["sym", "--kernel", &kaddr],
+        vec!["trace", "--list", "vfs_read", "vfs_write"],
+        vec!["xdp", "--help"],
+    ];
+    for args in cases {
+        let (st, err) = closed_pipe(&args);
+        let quiet = st.code() == Some(0) || st.signal() == Some(libc::SIGPIPE);
+        assert!(
+            quiet && err.is_empty(),
+            "bpfmux {args:?}: {st:?}, stderr: {err}"
+        );
+    }
+}
+
+fn kernel_text_addr() -> String {
+    let k = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let line = k
+        .lines()
+        .find(|l| l.ends_with(" T vfs_read") || l.ends_with(" t vfs_read"))
+        .expect("vfs_read in kallsyms");
+    format!("0x{}", line.split(' ').next().unwrap())
+}
+
+/// Exit status and stderr of a run that must fail with a clear message.
+fn fails(args: &[&str]) -> String {
+    let out = bpfmux().args(args).stdin(Stdio::null()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        matches!(out.status.code(), Some(1) | Some(2)),
+        "bpfmux {args:?}: {:?}, stderr: {err}",
+        out.status
+    );
+    assert!(!err.contains("panicked"), "bpfmux {args:?} panicked: {err}");
+    err
+}
+
+#[test]
+fn numbers_and_addresses_are_strict() {
+    for bad in ["nan", "inf", "-inf", "1e308", "-1", "+5", "5s", ""] {
+        for opt in ["--duration", "--interval"] {
+            let err = fails(&["trace", &format!("{opt}={bad}"), "vfs_read"]);
+            assert!(err.contains("seconds"), "{opt}={bad}: {err}");
+        }
+    }
+    let err = fails(&["trace", "-i", "0", "vfs_read"]);
+    assert!(err.contains("too short"), "{err}");
+    let me = std::process::id().to_string();
+    for bad in [
+        "+10",
+        "0x+10",
+        "0b101",
+        "-1",
+        "0x",
+        "1_0",
+        "0x1ffffffffffffffff",
+    ] {
+        for verb in ["sym", "maps"] {
+            let err = fails(&[verb, "--pid", &me, "--", bad]);
+            assert!(err.contains("not an address"), "{verb} {bad}: {err}");
+        }
+    }
+}
+
+#[test]
+fn input_files_are_bounded_and_checked() {
+    let err = fails(&["trace", "-f", "/dev/zero"]);
+    assert!(err.contains("larger than 16 MiB"), "{err}");
+    let err = fails(&["trace", "-f", "/"]);
+    assert!(err.contains("is a directory"), "{err}");
+    let err = fails(&["trace", "--cgroup", "/etc/passwd", "vfs_read"]);
+    assert!(err.contains("not a cgroup v2 directory"), "{err}");
+    let err = fails(&["trace", "--cgroup", "/tmp", "vfs_read"]);
+    assert!(err.contains("not a cgroup v2 directory"), "{err}");
+    let err = fails(&["xdp", "attach", "lo", "x.o", "--chain-on", "any,none"]);
+    assert!(
+        err.contains("'any' stands alone") && !err.contains("expected"),
+        "{err}"
+    );
+}
+
+/// Runs `args` with `input` on stdin; (stdout, peak RSS in KiB). Reaped
+/// by wait4 (for its rusage), which clippy does not see.
+#[allow(clippy::zombie_processes)]
+fn with_stdin(args: &[&str], input: &[u8]) -> (Vec<u8>, i64) {
+    let mut c = bpfmux()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdin = c.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let mut stdout = c.stdout.take().unwrap();
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut stdout, &mut out).unwrap();
+    writer.join().unwrap().unwrap();
+    let mut status = 0;
+    // SAFETY: wait4 on our own child, filling a zeroed rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(c.id() as i32, &mut status, 0, &mut ru) };
+    assert_eq!(r, c.id() as i32);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "bpfmux {args:?}: status {status:#x}"
+    );
+    (out, ru.ru_maxrss)
+}
+
+#[test]
+fn a_million_addresses_stream_in_bounded_memory() {
+    let t = Target::sleep();
+    let pid = t.pid();
+    let base = t.code_addr();
+    let input = |n: u64| -> Vec<u8> {
+        (0..n)
+            .map(|i| format!("{:#x}\n", base + (i * 64) % 0x1000))
+            .collect::<String>()
+            .into_bytes()
+    };
+    let small = input(10_000);
+    let big = input(1_000_000);
+    let (out_small, rss_small) = with_stdin(&["maps", "--pid", &pid, "-"], &small);
+    let (out_big, rss_big) = with_stdin(&["maps", "--pid", &pid, "-"], &big);
+    assert_eq!(out_small.split(|&b| b == b'\n').count() - 1, 10_000);
+    assert_eq!(out_big.split(|&b| b == b'\n').count() - 1, 1_000_000);
+    assert!(String::from_utf8_lossy(&out_big[..200]).contains("file+"));
+    // The input alone is 10 MB and the output over 100 MB: holding either
+    // would show. Allow 4 MiB of growth for allocator noise.
+    assert!(
+        rss_big < rss_small + 4096,
+        "peak RSS {rss_small} KiB for 10k addresses, {rss_big} KiB for 1M"
+    );
+    // sym reads standard input when given no addresses at all.
+    let (out, _) = with_stdin(&["sym", "--pid", &pid], &input(20_000));
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(text.lines().count(), 20_000);
+    assert!(
+        text.lines().all(|l| !l.contains("unmapped")),
+        "{}",
+        &text[..300]
+    );
+    // JSON output stays one valid array across batches.
+    let (out, _) = with_stdin(&["sym", "--pid", &pid, "--json", "-"], &input(5000));
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+    assert_eq!(v.as_array().map(Vec::len), Some(5000));
+}

@@ -1,0 +1,400 @@
+//! An ELF file's own symbol tables, for the addresses DWARF does not name
+//! well: `.symtab` and `.dynsym` (plus the detached debug file's `.symtab`,
+//! found by build ID), and PLT stubs named `name@plt` the way objdump does.
+//!
+//! Lookup rules: the smallest sized function symbol whose range covers the
+//! address wins (ties: global, then weak, then local; fewer leading
+//! underscores; name order). A PLT stub comes next. A size-0 function
+//! symbol names an address only in its own section and when nothing sized
+//! covers it — never across into the next section, which is how PLT stubs
+//! used to come out as `_init+0x100`.
+
+use std::fs::File;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, RelocationFlags, SymbolKind};
+
+/// Largest file read whole for its symbol tables.
+const MAX_FILE: u64 = 1 << 30;
+
+/// Where detached debug files live, by build ID (Debian's `*-dbg` and
+/// `*-dbgsym` packages): `<dir>/.build-id/ab/cdef….debug`.
+const DEBUG_DIR: &str = "/usr/lib/debug";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ElfTableError {
+    #[error("reading {path}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is larger than {} MiB", MAX_FILE >> 20)]
+    TooLarge { path: PathBuf },
+    #[error("parsing ELF {path}")]
+    Parse {
+        path: PathBuf,
+        source: object::Error,
+    },
+}
+
+/// What kind of thing a name from the table is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A function symbol (sized, or a size-0 one in its own section).
+    Function,
+    /// A synthesized `name@plt` stub.
+    Plt,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    pub name: String,
+    /// Address minus the entry's start.
+    pub offset: u64,
+    pub kind: EntryKind,
+}
+
+#[derive(Debug)]
+struct Entry {
+    start: u64,
+    size: u64,
+    /// Lower is preferred among entries of the same size.
+    rank: (u8, usize),
+    name: String,
+}
+
+/// What a PLT stub calls: a named import, or one of the image's own ifuncs
+/// (named after its resolver once every symbol table is in).
+#[derive(Debug)]
+enum PltTarget {
+    Named(String),
+    Ifunc { resolver: u64 },
+}
+
+#[derive(Debug)]
+struct ZeroSize {
+    start: u64,
+    /// End of the symbol's section.
+    section_end: u64,
+    name: String,
+}
+
+/// Symbol tables of one ELF image, ready for lookups by file offset.
+#[derive(Debug, Default)]
+pub struct ElfTable {
+    /// Sized function symbols and PLT stubs, by start.
+    sized: Vec<Entry>,
+    max_size: u64,
+    plt: Vec<Entry>,
+    plt_targets: Vec<(u64, u64, PltTarget)>,
+    zero_size: Vec<ZeroSize>,
+    /// PT_LOAD segments: (file offset, file size, virtual address).
+    segments: Vec<(u64, u64, u64)>,
+}
+
+impl ElfTable {
+    /// Reads `path` (any path that opens the file, e.g. under
+    /// `/proc/PID/map_files`) and, when installed, its debug file.
+    pub fn load(path: &Path) -> Result<Self, ElfTableError> {
+        let data = read_limited(path)?;
+        let mut table = Self::parse(&data).map_err(|source| ElfTableError::Parse {
+            path: path.into(),
+            source,
+        })?;
+        if let Some(debug) = debug_file(&data) {
+            // Same addresses; only the symbols are new. A broken or
+            // mismatched debug file just adds nothing.
+            if let Ok(d) = read_limited(&debug) {
+                if let Ok(obj) = object::File::parse(&*d) {
+                    table.add_symbols(&obj);
+                }
+            }
+        }
+        table.finish();
+        Ok(table)
+    }
+
+    /// Parses an in-memory image (a file's contents, or a vDSO copied out
+    /// of a process).
+    pub fn parse(data: &[u8]) -> Result<Self, object::Error> {
+        let obj = object::File::parse(data)?;
+        let mut t = Self {
+            segments: obj
+                .segments()
+                .filter_map(|s| {
+                    let (off, size) = s.file_range();
+                    (size > 0).then_some((off, size, s.address()))
+                })
+                .collect(),
+            ..Self::default()
+        };
+        t.add_symbols(&obj);
+        t.add_plt(data);
+        Ok(t)
+    }
+
+    /// Parses an image and sorts it for lookups (what [`load`] does
+    /// without the debug file).
+    pub fn from_image(data: &[u8]) -> Result<Self, object::Error> {
+        let mut t = Self::parse(data)?;
+        t.finish();
+        Ok(t)
+    }
+
+    fn add_symbols(&mut self, obj: &object::File) {
+        let syms = obj.symbols().chain(obj.dynamic_symbols());
+        for s in syms {
+            // Defined in a section (object's is_definition leaves out ifuncs).
+            if s.kind() != SymbolKind::Text || s.section_index().is_none() {
+                continue;
+            }
+            let Ok(name) = s.name() else { continue };
+            if name.is_empty() {
+                continue;
+            }
+            if s.size() == 0 {
+                let section = s.section_index().and_then(|i| obj.section_by_index(i).ok());
+                if let Some(sec) = section {
+                    self.zero_size.push(ZeroSize {
+                        start: s.address(),
+                        section_end: sec.address() + sec.size(),
+                        name: name.to_string(),
+                    });
+                }
+                continue;
+            }
+            // object's is_global() is true for weak symbols too.
+            let binding = if s.is_weak() {
+                1
+            } else if s.is_global() {
+                0
+            } else {
+                2
+            };
+            let underscores = name.bytes().take_while(|&b| b == b'_').count();
+            self.sized.push(Entry {
+                start: s.address(),
+                size: s.size(),
+                rank: (binding, underscores),
+                name: name.to_string(),
+            });
+        }
+    }
+
+    /// x86-64 PLT stubs: each `.plt`, `.plt.sec` and `.plt.got` entry holds
+    /// an indirect `jmp *slot(%rip)` (`ff 25 disp32`); the relocation of
+    /// that GOT slot names the function.
+    fn add_plt(&mut self, data: &[u8]) {
+        // x86-64 only: 64-bit, little endian.
+        let Ok(obj) = object::read::elf::ElfFile64::<object::LittleEndian>::parse(data) else {
+            return;
+        };
+        if obj.architecture() != object::Architecture::X86_64 {
+            return;
+        }
+        let mut slots = std::collections::HashMap::new();
+        let dynsyms: Vec<_> = obj.dynamic_symbols().collect();
+        for (slot, r) in obj.dynamic_relocations().into_iter().flatten() {
+            let RelocationFlags::Elf { r_type } = r.flags() else {
+                continue;
+            };
+            let name = match (r_type, r.target()) {
+                (
+                    object::elf::R_X86_64_JUMP_SLOT | object::elf::R_X86_64_GLOB_DAT,
+                    object::RelocationTarget::Symbol(idx),
+                ) => dynsyms
+                    .get(idx.0.wrapping_sub(1))
+                    .filter(|s| s.index() == idx)
+                    .or_else(|| dynsyms.iter().find(|s| s.index() == idx))
+                    .and_then(|s| s.name().ok())
+                    .filter(|n| !n.is_empty())
+                    .map(|n| PltTarget::Named(n.to_string())),
+                // An ifunc the image calls itself (objdump: *ABS*+0x…@plt).
+                (object::elf::R_X86_64_IRELATIVE, _) => Some(PltTarget::Ifunc {
+                    resolver: r.addend() as u64,
+                }),
+                _ => None,
+            };
+            if let Some(n) = name {
+                slots.insert(slot, n);
+            }
+        }
+        for sec in obj.sections() {
+            if !matches!(sec.name(), Ok(".plt" | ".plt.sec" | ".plt.got")) {
+                continue;
+            }
+            let Ok(data) = sec.data() else { continue };
+            let entsize = match sec.elf_section_header().sh_entsize.get(obj.endian()) {
+                8 => 8,
+                _ => 16,
+            };
+            for (k, entry) in data.chunks_exact(entsize).enumerate() {
+                let at = sec.address() + (k * entsize) as u64;
+                let Some(slot) = jump_slot(entry, at) else {
+                    continue;
+                };
+                if let Some(target) = slots.remove(&slot) {
+                    self.plt_targets.push((at, entsize as u64, target));
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        let key = |e: &Entry| (e.start, e.size, e.rank, e.name.clone());
+        self.sized.sort_by_key(key);
+        self.sized
+            .dedup_by(|a, b| a.start == b.start && a.size == b.size && a.name == b.name);
+        self.max_size = self.sized.iter().map(|e| e.size).max().unwrap_or(0);
+        for (start, size, target) in std::mem::take(&mut self.plt_targets) {
+            let name = match target {
+                PltTarget::Named(n) => n,
+                // The preferred symbol starting at the resolver.
+                PltTarget::Ifunc { resolver } => {
+                    let i = self.sized.partition_point(|e| e.start < resolver);
+                    self.sized[i..]
+                        .iter()
+                        .take_while(|e| e.start == resolver)
+                        .min_by_key(|e| e.rank)
+                        .map_or_else(|| format!("*ABS*+{resolver:#x}"), |e| e.name.clone())
+                }
+            };
+            self.plt.push(Entry {
+                start,
+                size,
+                rank: (0, 0),
+                name: format!("{name}@plt"),
+            });
+        }
+        self.plt.sort_by_key(|e| e.start);
+        self.zero_size
+            .sort_by(|a, b| (a.start, &a.name).cmp(&(b.start, &b.name)));
+    }
+
+    /// The virtual address of file offset `off`, if a PT_LOAD maps it.
+    pub fn vaddr(&self, off: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|&&(o, size, _)| (o..o + size).contains(&off))
+            .map(|&(o, _, v)| off - o + v)
+    }
+
+    /// The name for file offset `off`.
+    pub fn lookup_offset(&self, off: u64) -> Option<Hit> {
+        self.lookup(self.vaddr(off)?)
+    }
+
+    /// The name for virtual address `addr` (rules in the module doc).
+    pub fn lookup(&self, addr: u64) -> Option<Hit> {
+        let hit = |e: &Entry, kind| Hit {
+            name: e.name.clone(),
+            offset: addr - e.start,
+            kind,
+        };
+        // Candidates start at most max_size below `addr`.
+        let end = self.sized.partition_point(|e| e.start <= addr);
+        let best = self.sized[..end]
+            .iter()
+            .rev()
+            .take_while(|e| addr - e.start < self.max_size)
+            .filter(|e| addr - e.start < e.size)
+            .min_by_key(|e| (e.size, e.rank, &e.name));
+        if let Some(e) = best {
+            return Some(hit(e, EntryKind::Function));
+        }
+        let i = self.plt.partition_point(|e| e.start <= addr);
+        if let Some(e) = i.checked_sub(1).map(|i| &self.plt[i]) {
+            if addr - e.start < e.size {
+                return Some(hit(e, EntryKind::Plt));
+            }
+        }
+        let i = self.zero_size.partition_point(|u| u.start <= addr);
+        let u = &self.zero_size[i.checked_sub(1)?];
+        (addr < u.section_end).then(|| Hit {
+            name: u.name.clone(),
+            offset: addr - u.start,
+            kind: EntryKind::Function,
+        })
+    }
+}
+
+/// The GOT slot an x86-64 PLT entry at `at` jumps through, if it holds
+/// `jmp *disp32(%rip)` (`ff 25`, possibly after `endbr64` and a `bnd`).
+fn jump_slot(entry: &[u8], at: u64) -> Option<u64> {
+    let i = entry.windows(2).position(|w| w == [0xff, 0x25])?;
+    let disp = entry.get(i + 2..i + 6)?;
+    let disp = i32::from_le_bytes(disp.try_into().ok()?);
+    let next = at + (i + 6) as u64;
+    Some(next.wrapping_add_signed(i64::from(disp)))
+}
+
+fn read_limited(path: &Path) -> Result<Vec<u8>, ElfTableError> {
+    let err = |source| ElfTableError::Read {
+        path: path.into(),
+        source,
+    };
+    let mut data = Vec::new();
+    File::open(path)
+        .and_then(|f| f.take(MAX_FILE + 1).read_to_end(&mut data))
+        .map_err(err)?;
+    if data.len() as u64 > MAX_FILE {
+        return Err(ElfTableError::TooLarge { path: path.into() });
+    }
+    Ok(data)
+}
+
+/// The installed debug file of an image, by its build ID.
+fn debug_file(data: &[u8]) -> Option<PathBuf> {
+    let obj = object::File::parse(data).ok()?;
+    let id = obj.build_id().ok()??;
+    if id.len() < 2 {
+        return None;
+    }
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let p = PathBuf::from(format!(
+        "{DEBUG_DIR}/.build-id/{}/{}.debug",
+        &hex[..2],
+        &hex[2..]
+    ));
+    p.is_file().then_some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jump_slots_of_the_three_plt_shapes() {
+        // .plt: jmp *0x1000(%rip); push; jmp
+        let plt = [
+            0xff, 0x25, 0x00, 0x10, 0, 0, 0x68, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0,
+        ];
+        assert_eq!(jump_slot(&plt, 0x2000), Some(0x2000 + 6 + 0x1000));
+        // .plt.sec: endbr64; bnd jmp *-0x10(%rip)
+        let sec = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0xf0, 0xff, 0xff, 0xff, 0x0f, 0x1f, 0x44, 0,
+            0,
+        ];
+        assert_eq!(jump_slot(&sec, 0x3000), Some(0x3000 + 11 - 0x10));
+        assert_eq!(jump_slot(&[0x90; 16], 0), None);
+    }
+
+    #[test]
+    fn names_own_functions_and_the_libc_plt() {
+        // This test binary: a sized function is found by its own address.
+        let exe = ElfTable::load(Path::new("/proc/self/exe")).unwrap();
+        let f = names_own_functions_and_the_libc_plt as *const () as u64;
+        // The executable is position-independent: find our load bias from
+        // a symbol we know.
+        let probe = exe
+            .sized
+            .iter()
+            .find(|e| e.name.contains("names_own_functions_and_the_libc_plt"))
+            .expect("test function in .symtab");
+        let bias = f - probe.start;
+        let hit = exe.lookup(f - bias + 1).unwrap();
+        assert!(hit.name.contains("names_own_functions_and_the_libc_plt"));
+        assert_eq!((hit.offset, hit.kind), (1, EntryKind::Function));
+    }
+}
