@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Guest side of the instruction counter (insn.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "insn.h"
+
+static int rec_fd = -1;
+static off_t rec_off;		/* what was read of the record file so far */
+static char *buf;		/* unread text of the record file */
+static size_t buf_len, buf_cap;
+
+int insn_open(void)
+{
+	const char *path = getenv("BPFMUX_INSN");
+
+	if (rec_fd >= 0)
+		return 0;
+	if (!path || !*path) {
+		fprintf(stderr, "insn: BPFMUX_INSN is not set: run under `vm/run --insn`, which "
+			"loads the instruction counter into QEMU\n");
+		return -1;
+	}
+	/*
+	 * O_DIRECT: the guest's 9p client would otherwise serve the bytes the plugin appended
+	 * from a page it cached while they were not written yet (zeros).
+	 */
+	rec_fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	if (rec_fd < 0) {
+		fprintf(stderr, "insn: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	/* records of earlier programs in this guest are not ours */
+	rec_off = lseek(rec_fd, 0, SEEK_END);
+	return rec_off < 0 ? -1 : 0;
+}
+
+int insn_pin(void)
+{
+	int cpu = sched_getcpu();
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	if (cpu >= 0)
+		CPU_SET(cpu, &set);
+	if (cpu < 0 || sched_setaffinity(0, sizeof(set), &set)) {
+		fprintf(stderr, "insn: pinning to CPU %d: %s\n", cpu, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Append what the plugin wrote since the last call; returns bytes added or -1. */
+static ssize_t fill(void)
+{
+	ssize_t got, total = 0;
+
+	for (;;) {
+		if (buf_cap - buf_len < 65536) {
+			buf_cap = buf_cap ? buf_cap * 2 : 1 << 20;
+			buf = realloc(buf, buf_cap);
+			if (!buf) {
+				fprintf(stderr, "insn: out of memory\n");
+				return -1;
+			}
+		}
+		got = pread(rec_fd, buf + buf_len, buf_cap - buf_len, rec_off);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			fprintf(stderr, "insn: reading the record file: %s\n", strerror(errno));
+			return -1;
+		}
+		if (!got)
+			return total;
+		buf_len += got;
+		rec_off += got;
+		total += got;
+	}
+}
+
+/* The end of line @n counting from @p (n >= 1), or NULL if not all there yet. */
+static char *line_end(char *p, char *end, size_t n)
+{
+	while (n--) {
+		p = memchr(p, '\n', end - p);
+		if (!p)
+			return NULL;
+		p++;
+	}
+	return p;
+}
+
+int insn_read(struct insn_window *w)
+{
+	unsigned long long count;
+	unsigned int cpu;
+	size_t nprof;
+	char *end, *rec_end, *p;
+	int tries = 0;
+
+	memset(w, 0, sizeof(*w));
+	if (rec_fd < 0 && insn_open())
+		return -1;
+	/*
+	 * The plugin writes the record while the END marker executes, before the guest
+	 * runs on; the retries only cover a record file that is not there at all.
+	 */
+	for (;;) {
+		if (fill() < 0)
+			return -1;
+		end = buf + buf_len;
+		p = line_end(buf, end, 1);
+		if (p)
+			break;
+		if (++tries > 20) {
+			fprintf(stderr, "insn: no record from the plugin after the END marker (is "
+				"this guest running under `vm/run --insn`?)\n");
+			return -1;
+		}
+		usleep(1000);
+	}
+	if (!strncmp(buf, "error ", 6)) {
+		fprintf(stderr, "insn: the plugin says: %.*s\n", (int)(p - buf - 1), buf);
+		memmove(buf, p, end - p);
+		buf_len = end - p;
+		return -1;
+	}
+	if (sscanf(buf, "window %u %llu %zu", &cpu, &count, &nprof) != 3) {
+		fprintf(stderr, "insn: unexpected record '%.*s'\n", (int)(p - buf - 1), buf);
+		return -1;
+	}
+	rec_end = nprof ? line_end(p, end, nprof) : p;
+	if (!rec_end) {
+		if (fill() < 0)
+			return -1;
+		end = buf + buf_len;
+		p = line_end(buf, end, 1);
+		rec_end = line_end(p, end, nprof);
+		if (!rec_end) {
+			fprintf(stderr, "insn: a profile record is cut short\n");
+			return -1;
+		}
+	}
+	w->cpu = cpu;
+	w->count = count;
+	if (nprof) {
+		w->prof = calloc(nprof, sizeof(*w->prof));
+		if (!w->prof) {
+			fprintf(stderr, "insn: out of memory\n");
+			return -1;
+		}
+		for (size_t i = 0; i < nprof; i++) {
+			char *q;
+
+			w->prof[i].addr = strtoull(p, &q, 16);
+			w->prof[i].count = strtoll(q, &q, 10);
+			p = q + 1;
+		}
+		w->nprof = nprof;
+	}
+	memmove(buf, rec_end, end - rec_end);
+	buf_len = end - rec_end;
+	if ((int)cpu != sched_getcpu()) {
+		fprintf(stderr, "insn: the window ended on vCPU %u but the reader runs on CPU %d "
+			"(pin the thread: insn_pin())\n", cpu, sched_getcpu());
+		insn_window_free(w);
+		return -1;
+	}
+	return 0;
+}
+
+void insn_window_free(struct insn_window *w)
+{
+	free(w->prof);
+	w->prof = NULL;
+	w->nprof = 0;
+}
+
+int64_t insn_window(insn_work_fn fn, void *arg, unsigned int reps)
+{
+	struct insn_window w;
+	int err;
+
+	INSN_BEGIN();
+	err = fn(arg, reps);
+	INSN_END();
+	if (insn_read(&w))
+		return -1;
+	if (err) {
+		fprintf(stderr, "insn: the counted work failed (%d)\n", err);
+		return -1;
+	}
+	return w.count;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void summarize(uint64_t *v, int n, struct insn_sample *s)
+{
+	int best = 0;
+
+	qsort(v, n, sizeof(*v), cmp_u64);
+	s->samples = n;
+	s->min = v[0];
+	s->max = v[n - 1];
+	s->mode = v[0];
+	for (int i = 0, j; i < n; i = j) {
+		for (j = i; j < n && v[j] == v[i]; j++)
+			;
+		if (j - i > best) {	/* ties: the smaller count (fewer disturbances) */
+			best = j - i;
+			s->mode = v[i];
+		}
+	}
+	s->hits = best;
+}
+
+int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, int samples,
+		 struct insn_estimate *e)
+{
+	uint64_t *lo = calloc(samples, sizeof(*lo)), *hi = calloc(samples, sizeof(*hi));
+	int rc = -1;
+
+	memset(e, 0, sizeof(*e));
+	if (!lo || !hi || samples < 1 || k2 <= k1) {
+		fprintf(stderr, "insn: bad estimate parameters\n");
+		goto out;
+	}
+	for (int i = 0; i < samples; i++) {
+		int64_t a = insn_window(fn, arg, k1), b = a < 0 ? -1 : insn_window(fn, arg, k2);
+
+		if (a < 0 || b < 0)
+			goto out;
+		lo[i] = a;
+		hi[i] = b;
+	}
+	summarize(lo, samples, &e->lo);
+	summarize(hi, samples, &e->hi);
+	e->k1 = k1;
+	e->k2 = k2;
+	e->per_rep = ((double)e->hi.mode - (double)e->lo.mode) / (k2 - k1);
+	rc = 0;
+out:
+	free(lo);
+	free(hi);
+	return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void insn_median_spread(double *v, int n, double *median, double *spread)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	*median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	*spread = *median ? (v[n - 1] - v[0]) / *median : 0;
+	if (*spread < 0)
+		*spread = -*spread;
+}
+
+int insn_profile(insn_work_fn fn, void *arg, unsigned int reps, uint64_t want, int tries,
+		 struct insn_window *w)
+{
+	uint64_t seen[8];
+	int nseen = 0;
+
+	for (int i = 0; i < tries; i++) {
+		int err;
+
+		INSN_BEGIN_PROFILE();
+		err = fn(arg, reps);
+		INSN_END();
+		if (insn_read(w))
+			return -1;
+		if (err) {
+			fprintf(stderr, "insn: the profiled work failed (%d)\n", err);
+			insn_window_free(w);
+			return -1;
+		}
+		if (!want || w->count == want)
+			return 0;
+		if (nseen < 8)
+			seen[nseen++] = w->count;
+		insn_window_free(w);
+	}
+	fprintf(stderr, "insn: no undisturbed profile window in %d tries (want %" PRIu64
+		" instructions; first counts:", tries, want);
+	for (int i = 0; i < nseen; i++)
+		fprintf(stderr, " %" PRIu64, seen[i]);
+	fprintf(stderr, ")\n");
+	return -1;
+}
+
+struct ksym {
+	uint64_t addr;
+	char name[128];
+};
+
+static int cmp_ksym(const void *a, const void *b)
+{
+	const struct ksym *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int cmp_sym_count(const void *a, const void *b)
+{
+	const struct insn_sym *x = a, *y = b;
+
+	return x->count > y->count ? -1 : x->count < y->count ? 1 : strcmp(x->name, y->name);
+}
+
+/* Text symbols of /proc/kallsyms (modules and BPF programs too), by address. */
+static struct ksym *load_kallsyms(size_t *n)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	struct ksym *v = NULL;
+	size_t cap = 0;
+	char line[512];
+
+	*n = 0;
+	if (!f) {
+		fprintf(stderr, "insn: /proc/kallsyms: %s\n", strerror(errno));
+		return NULL;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a;
+		char type, name[128], mod[128] = "";
+
+		if (sscanf(line, "%llx %c %127s %127s", &a, &type, name, mod) < 3 || !a)
+			continue;
+		if (type != 't' && type != 'T' && type != 'w' && type != 'W')
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 65536;
+			v = realloc(v, cap * sizeof(*v));
+			if (!v) {
+				fclose(f);
+				fprintf(stderr, "insn: out of memory\n");
+				return NULL;
+			}
+		}
+		v[*n].addr = a;
+		memcpy(v[*n].name, name, sizeof(name));
+		(*n)++;
+	}
+	fclose(f);
+	if (!*n) {
+		fprintf(stderr, "insn: no text symbols in /proc/kallsyms (not root?)\n");
+		free(v);
+		return NULL;
+	}
+	qsort(v, *n, sizeof(*v), cmp_ksym);
+	return v;
+}
+
+int insn_fold(const struct insn_window *w, struct insn_sym **syms, size_t *n)
+{
+	size_t nk, cap = 0;
+	struct ksym *k = load_kallsyms(&nk);
+	struct insn_sym *out = NULL;
+
+	*syms = NULL;
+	*n = 0;
+	if (!k)
+		return -1;
+	for (size_t i = 0; i < w->nprof; i++) {
+		uint64_t a = w->prof[i].addr;
+		const char *name;
+		size_t lo = 0, hi = nk, j;
+
+		if (a < 0xffff800000000000ull) {
+			name = "[user space]";
+		} else {
+			while (hi - lo > 1) {	/* last symbol at or below a */
+				size_t mid = (lo + hi) / 2;
+
+				if (k[mid].addr <= a)
+					lo = mid;
+				else
+					hi = mid;
+			}
+			name = k[lo].addr <= a ? k[lo].name : "[kernel, before the first symbol]";
+		}
+		for (j = 0; j < *n && strcmp(out[j].name, name); j++)
+			;
+		if (j == *n) {
+			if (*n == cap) {
+				cap = cap ? cap * 2 : 256;
+				out = realloc(out, cap * sizeof(*out));
+				if (!out) {
+					free(k);
+					fprintf(stderr, "insn: out of memory\n");
+					return -1;
+				}
+			}
+			snprintf(out[j].name, sizeof(out[j].name), "%s", name);
+			out[j].count = 0;
+			(*n)++;
+		}
+		out[j].count += w->prof[i].count;
+	}
+	free(k);
+	qsort(out, *n, sizeof(*out), cmp_sym_count);
+	*syms = out;
+	return 0;
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Counting guest instructions from inside the guest, with the QEMU plugin that
+ * `vm/run --insn` loads (vm/insn/plugin.c; vm/insn/README.md has the design).
+ *
+ * A program marks a window with INSN_BEGIN() ... INSN_END(); the plugin counts every
+ * instruction the vCPU executed in between (interrupts and other tasks included) and
+ * appends a record to a file the guest sees at $BPFMUX_INSN; insn_read() returns it.
+ * The thread must stay on one CPU between the two markers (pin it: insn_pin()).
+ *
+ *	if (insn_open() || insn_pin())
+ *		exit(1);
+ *	INSN_BEGIN();
+ *	work();
+ *	INSN_END();
+ *	insn_read(&w);		// w.count: instructions from INSN_BEGIN() to INSN_END()
+ *
+ * A window is exact when nothing interrupted it; a timer tick adds a few thousand
+ * instructions. insn_per_rep() measures many short windows of two sizes and takes the
+ * most frequent count of each (the undisturbed one), so the difference is the cost of
+ * the work alone, fixed costs (the markers, the call) cancelled.
+ */
+#ifndef BPFMUX_TEST_INSN_H
+#define BPFMUX_TEST_INSN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define INSN_MAGIC 0x42504d00	/* "\0MPB": the marker's displacement, plus the id */
+#define INSN_ID_BEGIN 1
+#define INSN_ID_END 2
+#define INSN_ID_BEGIN_PROFILE 3
+
+/* `nopl INSN_MAGIC+id(%rax)`: 0f 1f 80 id 4d 50 42, a 7-byte no-op the plugin knows. */
+#define INSN_MARK(id) __asm__ __volatile__("nopl %c0(%%rax)" : : "i"(INSN_MAGIC + (id)) : "memory")
+#define INSN_BEGIN() INSN_MARK(INSN_ID_BEGIN)
+#define INSN_BEGIN_PROFILE() INSN_MARK(INSN_ID_BEGIN_PROFILE)
+#define INSN_END() INSN_MARK(INSN_ID_END)
+
+struct insn_pc {
+	uint64_t addr;
+	int64_t count;		/* executions of the instruction at addr in the window */
+};
+
+struct insn_window {
+	unsigned int cpu;
+	uint64_t count;		/* instructions from BEGIN (included) to END (excluded) */
+	size_t nprof;		/* profile windows: one entry per address executed */
+	struct insn_pc *prof;
+};
+
+/* Open $BPFMUX_INSN (set by `vm/run --insn`). 0, or -1 with a message on stderr. */
+int insn_open(void);
+/* Pin the calling thread to the CPU it runs on. 0, or -1 with a message. */
+int insn_pin(void);
+/* The record of the window that just ended on this CPU. 0, or -1 with a message. */
+int insn_read(struct insn_window *w);
+void insn_window_free(struct insn_window *w);
+
+/* Work to count: runs something @reps times; non-zero return = error (counting stops). */
+typedef int (*insn_work_fn)(void *arg, unsigned int reps);
+
+/* One window around fn(arg, reps): its count, or -1 (message on stderr). */
+int64_t insn_window(insn_work_fn fn, void *arg, unsigned int reps);
+
+/* Many windows of one size: the most frequent count (the undisturbed one). */
+struct insn_sample {
+	uint64_t mode, min, max;
+	int hits, samples;	/* windows that counted exactly `mode`, windows */
+};
+
+/*
+ * Instructions per repetition of @fn: @samples windows of @k1 and of @k2 repetitions
+ * (interleaved), per_rep = (mode(k2) - mode(k1)) / (k2 - k1). 0 or -1.
+ */
+struct insn_estimate {
+	double per_rep;
+	unsigned int k1, k2;
+	struct insn_sample lo, hi;
+};
+int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, int samples,
+		 struct insn_estimate *e);
+
+/* Median and relative spread ((max - min) / median) of @n values (sorted in place). */
+void insn_median_spread(double *v, int n, double *median, double *spread);
+
+/*
+ * A profile window of fn(arg, reps) whose count equals @want (an undisturbed window),
+ * tried up to @tries times; want = 0 takes the first. 0, or -1 (none matched, or error).
+ */
+int insn_profile(insn_work_fn fn, void *arg, unsigned int reps, uint64_t want, int tries,
+		 struct insn_window *w);
+
+/* A profile folded to kernel symbols (/proc/kallsyms, BPF programs included). */
+struct insn_sym {
+	char name[128];
+	int64_t count;
+};
+/* Symbols of @w's addresses, most instructions first; *n entries. 0 or -1. */
+int insn_fold(const struct insn_window *w, struct insn_sym **syms, size_t *n);
+
+#endif
