@@ -275,37 +275,51 @@ void insn_median_spread(double *v, int n, double *median, double *spread)
 		*spread = -*spread;
 }
 
-int insn_profile(insn_work_fn fn, void *arg, unsigned int reps, uint64_t want, int tries,
+int insn_profile(insn_work_fn fn, void *arg, unsigned int reps, int tries,
 		 struct insn_window *w)
 {
-	uint64_t seen[8];
-	int nseen = 0;
+	struct insn_window *all = calloc(tries, sizeof(*all));
+	int best = -1, best_hits = 0, n = 0, rc = -1;
 
-	for (int i = 0; i < tries; i++) {
+	if (!all || tries < 1) {
+		fprintf(stderr, "insn: bad profile parameters\n");
+		free(all);
+		return -1;
+	}
+	for (; n < tries; n++) {
 		int err;
 
 		INSN_BEGIN_PROFILE();
 		err = fn(arg, reps);
 		INSN_END();
-		if (insn_read(w))
-			return -1;
+		if (insn_read(&all[n]))
+			goto out;
 		if (err) {
 			fprintf(stderr, "insn: the profiled work failed (%d)\n", err);
-			insn_window_free(w);
-			return -1;
+			n++;
+			goto out;
 		}
-		if (!want || w->count == want)
-			return 0;
-		if (nseen < 8)
-			seen[nseen++] = w->count;
-		insn_window_free(w);
 	}
-	fprintf(stderr, "insn: no undisturbed profile window in %d tries (want %" PRIu64
-		" instructions; first counts:", tries, want);
-	for (int i = 0; i < nseen; i++)
-		fprintf(stderr, " %" PRIu64, seen[i]);
-	fprintf(stderr, ")\n");
-	return -1;
+	for (int i = 0; i < n; i++) {
+		int hits = 0;
+
+		for (int j = 0; j < n; j++)
+			hits += all[j].count == all[i].count;
+		if (hits > best_hits || (hits == best_hits && all[i].count < all[best].count))
+			best = i, best_hits = hits;
+	}
+	if (best_hits < 2) {
+		fprintf(stderr, "insn: no two of %d profile windows counted the same\n", n);
+		goto out;
+	}
+	*w = all[best];
+	all[best].prof = NULL;
+	rc = 0;
+out:
+	for (int i = 0; i < n; i++)
+		insn_window_free(&all[i]);
+	free(all);
+	return rc;
 }
 
 struct ksym {
@@ -371,13 +385,13 @@ static struct ksym *load_kallsyms(size_t *n)
 	return v;
 }
 
-int insn_fold(const struct insn_window *w, struct insn_sym **syms, size_t *n)
+int insn_fold(const struct insn_window *w, struct insn_prof *p)
 {
-	size_t nk, cap = 0;
+	size_t nk, cap = 0, *n = &p->n;
 	struct ksym *k = load_kallsyms(&nk);
 	struct insn_sym *out = NULL;
 
-	*syms = NULL;
+	p->sym = NULL;
 	*n = 0;
 	if (!k)
 		return -1;
@@ -419,6 +433,103 @@ int insn_fold(const struct insn_window *w, struct insn_sym **syms, size_t *n)
 	}
 	free(k);
 	qsort(out, *n, sizeof(*out), cmp_sym_count);
-	*syms = out;
+	p->sym = out;
 	return 0;
+}
+
+static int64_t prof_get(const struct insn_prof *p, const char *name)
+{
+	for (size_t i = 0; p && i < p->n; i++)
+		if (!strcmp(p->sym[i].name, name))
+			return p->sym[i].count;
+	return 0;
+}
+
+int insn_prof_sub(const struct insn_prof *a, const struct insn_prof *b, struct insn_prof *out)
+{
+	out->n = 0;
+	out->sym = calloc(a->n + b->n + 1, sizeof(*out->sym));
+	if (!out->sym) {
+		fprintf(stderr, "insn: out of memory\n");
+		return -1;
+	}
+	for (size_t i = 0; i < a->n; i++) {
+		int64_t c = a->sym[i].count - prof_get(b, a->sym[i].name);
+
+		if (c) {
+			out->sym[out->n] = a->sym[i];
+			out->sym[out->n++].count = c;
+		}
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		if (prof_get(a, b->sym[i].name) || !b->sym[i].count)
+			continue;
+		out->sym[out->n] = b->sym[i];
+		out->sym[out->n++].count = -b->sym[i].count;
+	}
+	qsort(out->sym, out->n, sizeof(*out->sym), cmp_sym_count);
+	return 0;
+}
+
+void insn_prof_free(struct insn_prof *p)
+{
+	free(p->sym);
+	p->sym = NULL;
+	p->n = 0;
+}
+
+struct prof_row {
+	const char *name;
+	double a, b;
+};
+
+static int cmp_prof_row(const void *x, const void *y)
+{
+	const struct prof_row *p = x, *q = y;
+	double dp = p->a - p->b, dq = q->a - q->b;
+
+	if (dp < 0)
+		dp = -dp;
+	if (dq < 0)
+		dq = -dq;
+	if (dp != dq)
+		return dp > dq ? -1 : 1;
+	return p->a > q->a ? -1 : p->a < q->a;
+}
+
+void insn_prof_print(FILE *f, const struct insn_prof *a, double adiv, const char *acol,
+		     const struct insn_prof *b, double bdiv, const char *bcol, int top)
+{
+	struct prof_row *rows = calloc(a->n + b->n + 1, sizeof(*rows));
+	double ta = 0, tb = 0, rest_a = 0, rest_b = 0;
+	size_t n = 0;
+
+	if (!rows) {
+		fprintf(f, "(out of memory)\n");
+		return;
+	}
+	for (size_t i = 0; i < a->n; i++)
+		rows[n++] = (struct prof_row){ a->sym[i].name, a->sym[i].count / adiv,
+					       prof_get(b, a->sym[i].name) / bdiv };
+	for (size_t i = 0; i < b->n; i++)
+		if (!prof_get(a, b->sym[i].name))
+			rows[n++] = (struct prof_row){ b->sym[i].name, 0, b->sym[i].count / bdiv };
+	qsort(rows, n, sizeof(*rows), cmp_prof_row);
+	fprintf(f, "| symbol | %s | %s | difference |\n|---|---:|---:|---:|\n", acol, bcol);
+	for (size_t i = 0; i < n; i++) {
+		ta += rows[i].a;
+		tb += rows[i].b;
+		if ((int)i < top) {
+			fprintf(f, "| `%s` | %.2f | %.2f | %+.2f |\n", rows[i].name, rows[i].a,
+				rows[i].b, rows[i].a - rows[i].b);
+		} else {
+			rest_a += rows[i].a;
+			rest_b += rows[i].b;
+		}
+	}
+	if ((int)n > top)
+		fprintf(f, "| (%zu more symbols) | %.2f | %.2f | %+.2f |\n", n - top, rest_a, rest_b,
+			rest_a - rest_b);
+	fprintf(f, "| **total** | %.2f | %.2f | %+.2f |\n", ta, tb, ta - tb);
+	free(rows);
 }

@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define INSN_MAGIC 0x42504d00	/* "\0MPB": the marker's displacement, plus the id */
 #define INSN_ID_BEGIN 1
@@ -85,10 +86,10 @@ int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, i
 void insn_median_spread(double *v, int n, double *median, double *spread);
 
 /*
- * A profile window of fn(arg, reps) whose count equals @want (an undisturbed window),
- * tried up to @tries times; want = 0 takes the first. 0, or -1 (none matched, or error).
+ * An undisturbed profile window of fn(arg, reps): of @tries windows, one with the most
+ * frequent count (at least two alike). 0, or -1 with a message.
  */
-int insn_profile(insn_work_fn fn, void *arg, unsigned int reps, uint64_t want, int tries,
+int insn_profile(insn_work_fn fn, void *arg, unsigned int reps, int tries,
 		 struct insn_window *w);
 
 /* A profile folded to kernel symbols (/proc/kallsyms, BPF programs included). */
@@ -96,7 +97,20 @@ struct insn_sym {
 	char name[128];
 	int64_t count;
 };
-/* Symbols of @w's addresses, most instructions first; *n entries. 0 or -1. */
-int insn_fold(const struct insn_window *w, struct insn_sym **syms, size_t *n);
+struct insn_prof {
+	struct insn_sym *sym;	/* most instructions first */
+	size_t n;
+};
+/* Fold @w's addresses to symbols; user-space addresses are one "[user space]". 0 or -1. */
+int insn_fold(const struct insn_window *w, struct insn_prof *p);
+/* *out = a - b, symbol by symbol (zero rows dropped). 0 or -1. */
+int insn_prof_sub(const struct insn_prof *a, const struct insn_prof *b, struct insn_prof *out);
+void insn_prof_free(struct insn_prof *p);
+/*
+ * Markdown table of @a / adiv next to @b / bdiv per symbol, with their difference, the
+ * largest differences first (then the largest @a), at most @top rows plus a total line.
+ */
+void insn_prof_print(FILE *f, const struct insn_prof *a, double adiv, const char *acol,
+		     const struct insn_prof *b, double bdiv, const char *bcol, int top);
 
 #endif
