@@ -12,6 +12,13 @@
  *
  * Rounds: each round measures every row once, rows in order; several rounds interleave
  * the rows so a slow phase of the (emulated, shared) machine hits all rows alike.
+ *
+ * --insn (under `vm/run --insn`, vm/insn/README.md): instead of timing, counts the guest
+ * instructions per target call: windows of 1 and 2 driver runs (100 and 200 calls), the
+ * most frequent count of each (windows a timer tick hit differ), their difference / 100;
+ * repeated, median and spread. The same driver with nothing attached is the baseline:
+ * a row's hook instructions are its count minus the baseline's. --profile FILE adds, per
+ * row, the kernel symbols of one undisturbed window next to the baseline's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,10 +36,12 @@
 #include <bpf/libbpf.h>
 #include "lib/check.h"
 #include "lib/funcs.h"
+#include "lib/insn.h"
 
 #define BATCH 100		/* target calls per driver run, as in trigger.bpf.h */
 #define NR_SLOTS 64
 #define MAX_SAMPLES 256
+#define MAX_REPEATS 32
 #define TARGET "bpf_modify_return_test_tp"
 /* The series' fmod_ret multi attach type (kernel/README.md), after 7.3's last (61). */
 #define ATTACH_FMODRET_MULTI 62
@@ -44,6 +53,7 @@
 
 enum how {
 	USER_COUNT, KERNEL_COUNT, SYSCALL_COUNT,	/* baselines, nothing attached */
+	DRIVER_ONLY,		/* --insn baseline: the driver alone */
 	ATTACH_AUTO,		/* bpf_program__attach(): fentry/fexit/fmod_ret/fsession/tp/raw_tp */
 	ATTACH_KPROBE, ATTACH_KRETPROBE,
 	ATTACH_KPROBE_MULTI, ATTACH_KRETPROBE_MULTI,
@@ -67,6 +77,11 @@ struct row {
 	int nsamples;
 	double attach_s;
 	size_t funcs;
+	/* --insn results: instructions per target call, one per repeat */
+	double insn[MAX_REPEATS];
+	int ninsn;
+	int hits, windows;	/* undisturbed windows (count = mode) of all windows */
+	struct insn_prof prof;	/* --profile: one window of BATCH calls, folded */
 };
 
 static struct row rows[] = {
@@ -101,12 +116,17 @@ static struct row rows[] = {
 
 static const char *backend_name[] = { "", "per-function", "global" };
 
+/* --insn: the driver with nothing attached, measured first */
+static struct row baseline = { "baseline (driver, nothing attached)", DRIVER_ONLY };
+
 static struct {
 	double duration;
 	int samples, warmup, rounds, max_args;
 	const char *json;
 	char dir[4096];		/* where the .bpf.o files are */
-} opt = { 1.0, 3, 1, 3, 12 };
+	int insn, insn_windows, insn_repeats;
+	const char *profile;
+} opt = { 1.0, 3, 1, 3, 12, .insn_windows = 15, .insn_repeats = 3 };
 
 static unsigned long target_addr;
 static __u32 target_id;
@@ -331,7 +351,7 @@ static int load_row(struct row *r, struct loaded *l)
 		return 0;
 	if (r->how == KERNEL_COUNT)
 		main_progs[0] = r->prog;
-	else if (!r->session)
+	else if (!r->session && r->how != DRIVER_ONLY)
 		main_progs[1] = r->prog;
 	l->obj = open_obj("trigger.bpf.o", main_progs);
 	if (!l->obj) {
@@ -348,7 +368,7 @@ static int load_row(struct row *r, struct loaded *l)
 		}
 	}
 	l->driver = bpf_object__find_program_by_name(l->obj, main_progs[0]);
-	l->prog = r->how == KERNEL_COUNT ? NULL :
+	l->prog = r->how == KERNEL_COUNT || r->how == DRIVER_ONLY ? NULL :
 		  bpf_object__find_program_by_name(r->session ? l->sobj : l->obj, r->prog);
 	if (r->how == ATTACH_AUTO && (!strcmp(r->name, "fentry") || !strcmp(r->name, "fexit") ||
 				      !strcmp(r->name, "fmodret") || !strcmp(r->name, "fsession")))
@@ -385,7 +405,7 @@ static int verify_row(struct row *r, struct loaded *l)
 	const int runs = 10;
 	__u64 before, got;
 
-	if (!l->driver)
+	if (!l->driver || r->how == DRIVER_ONLY)
 		return 0;
 	before = sum_hits(l->hits);
 	for (int i = 0; i < runs; i++) {
@@ -453,13 +473,57 @@ static int measure_row(struct row *r, struct loaded *l)
 	return 0;
 }
 
+static int drive(void *arg, unsigned int runs)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, topts);
+	int fd = *(int *)arg;
+
+	for (unsigned int i = 0; i < runs; i++)
+		if (bpf_prog_test_run_opts(fd, &topts))
+			return errno;
+	return 0;
+}
+
+/* --insn: instructions per target call, opt.insn_repeats times; the profile after. */
+static int measure_insn(struct row *r, struct loaded *l)
+{
+	int fd = l->driver ? bpf_program__fd(l->driver) : -1;
+	struct insn_estimate e;
+	struct insn_window w;
+
+	if (fd < 0) {
+		snprintf(r->status, sizeof(r->status), "not counted with --insn (no BPF driver)");
+		return -1;
+	}
+	drive(&fd, 3);	/* warm: first-run page faults and lazy setup stay out */
+	for (int i = 0; i < opt.insn_repeats && r->ninsn < MAX_REPEATS; i++) {
+		if (insn_per_rep(drive, &fd, 1, 2, opt.insn_windows, &e)) {
+			snprintf(r->status, sizeof(r->status), "error: counting instructions "
+				 "(see stderr)");
+			return -1;
+		}
+		r->insn[r->ninsn++] = e.per_rep / BATCH;
+		r->hits += e.lo.hits + e.hi.hits;
+		r->windows += e.lo.samples + e.hi.samples;
+	}
+	if (opt.profile && !r->prof.n) {
+		/* one undisturbed window of BATCH calls */
+		if (insn_profile(drive, &fd, 1, 7, &w) == 0) {
+			insn_fold(&w, &r->prof);
+			insn_window_free(&w);
+		}
+	}
+	return 0;
+}
+
 static void run_row(struct row *r)
 {
 	struct loaded l;
 
 	if (r->failed)
 		return;		/* not available, or broken: said once, not retried */
-	if (load_row(r, &l) || verify_row(r, &l) || measure_row(r, &l))
+	if (load_row(r, &l) || verify_row(r, &l) ||
+	    (opt.insn ? measure_insn(r, &l) : measure_row(r, &l)))
 		r->failed = 1;
 	unload(&l);
 	r->done = 1;
@@ -536,6 +600,50 @@ static void print_table(void)
 	}
 }
 
+/* --insn: per-call median and spread of a row's repeats; 0 if it has none. */
+static int insn_stats(const struct row *r, double *median, double *spread)
+{
+	double v[MAX_REPEATS];
+
+	if (r->failed || !r->ninsn)
+		return 0;
+	memcpy(v, r->insn, r->ninsn * sizeof(v[0]));
+	insn_median_spread(v, r->ninsn, median, spread);
+	return 1;
+}
+
+static void print_insn_table(void)
+{
+	double bm, bs, m, sp, sm, ssp;
+	char name[96];
+
+	if (!insn_stats(&baseline, &bm, &bs))
+		return;
+	printf("\ninstructions per target call (median of %d repeats; spread = (max - min) / "
+	       "median); hook = row - baseline\n", opt.insn_repeats);
+	printf("%-34s %10s %7s %9s %10s  %s\n", "row", "insns/call", "spread", "hook",
+	       "vs single", "undisturbed windows");
+	printf("%-34s %10.2f %6.2f%% %9s %10s  %d/%d\n", "baseline (nothing attached)", bm,
+	       100 * bs, "-", "-", baseline.hits, baseline.windows);
+	for (size_t i = 0; i < NR_ROWS; i++) {
+		const struct row *r = &rows[i], *s = find_single(r);
+
+		label(r, name, sizeof(name));
+		if (!r->done)
+			continue;
+		if (!insn_stats(r, &m, &sp)) {
+			printf("%-34s %s\n", name, r->status);
+			continue;
+		}
+		printf("%-34s %10.2f %6.2f%% %9.2f", name, m, 100 * sp, m - bm);
+		if (s && insn_stats(s, &sm, &ssp) && sm - bm > 0)
+			printf(" %9.3f×", (m - bm) / (sm - bm));
+		else
+			printf(" %10s", "");
+		printf("  %d/%d\n", r->hits, r->windows);
+	}
+}
+
 static void json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
@@ -548,6 +656,22 @@ static void json_str(FILE *f, const char *s)
 			fputc(*s, f);
 	}
 	fputc('"', f);
+}
+
+/* A row's --insn result as JSON (null without one). */
+static void json_insn(FILE *f, const struct row *r)
+{
+	double m, sp;
+
+	if (!insn_stats(r, &m, &sp)) {
+		fputs("null", f);
+		return;
+	}
+	fprintf(f, "{\"per_call\": %.4f, \"spread\": %.6f, \"undisturbed\": %d, \"windows\": %d, "
+		"\"batch_runs\": [1, 2], \"runs\": [", m, sp, r->hits, r->windows);
+	for (int j = 0; j < r->ninsn; j++)
+		fprintf(f, "%s%.4f", j ? ", " : "", r->insn[j]);
+	fputs("]}", f);
 }
 
 /*
@@ -567,8 +691,10 @@ static int write_json(const char *path, const struct row *running)
 	fprintf(f, "{\"kernel\": ");
 	json_str(f, u.release);
 	fprintf(f, ", \"target\": \"%s\", \"batch\": %d, \"duration_s\": %g, \"samples\": %d, "
-		"\"warmup\": %d, \"rounds\": %d, \"cpus\": %ld,\n \"rows\": [\n", TARGET, BATCH,
-		opt.duration, opt.samples, opt.warmup, opt.rounds, sysconf(_SC_NPROCESSORS_ONLN));
+		"\"warmup\": %d, \"rounds\": %d, \"cpus\": %ld, \"mode\": \"%s\", "
+		"\"insn_windows\": %d, \"insn_repeats\": %d,\n \"rows\": [\n", TARGET, BATCH,
+		opt.duration, opt.samples, opt.warmup, opt.rounds, sysconf(_SC_NPROCESSORS_ONLN),
+		opt.insn ? "insn" : "time", opt.insn_windows, opt.insn_repeats);
 	for (size_t i = 0, first = 1; i < NR_ROWS; i++) {
 		const struct row *r = &rows[i];
 		double m, sd;
@@ -589,10 +715,45 @@ static int write_json(const char *path, const struct row *running)
 			"\"samples\": [", r->funcs, r->attach_s, m, sd);
 		for (int j = 0; j < r->nsamples; j++)
 			fprintf(f, "%s%.6f", j ? ", " : "", r->samples[j]);
-		fprintf(f, "]}");
+		fprintf(f, "], \"insn\": ");
+		json_insn(f, r);
+		fprintf(f, "}");
 		first = 0;
 	}
-	fprintf(f, "\n ]}\n");
+	fprintf(f, "\n ], \"insn_baseline\": ");
+	json_insn(f, &baseline);
+	fprintf(f, "}\n");
+	return close_synced(f);
+}
+
+/* --profile: per row, the symbols of one undisturbed window next to the baseline's. */
+static int write_profiles(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	struct utsname u;
+	char name[96];
+
+	if (!f) {
+		perror(path);
+		return -1;
+	}
+	uname(&u);
+	fprintf(f, "# Instructions per target call by kernel symbol: %s\n\n", u.release);
+	fprintf(f, "One undisturbed window (its count equals the most frequent one) of %d calls of "
+		"`%s` from the trigger driver (`bench/trigger --insn --profile`, QEMU plugin "
+		"`vm/insn`), every executed address folded to `/proc/kallsyms`, divided by %d; next to "
+		"it the same driver with nothing attached. The difference is where the hook's "
+		"instructions go. Emulated guest: counts are exact for this kernel build, not "
+		"timings.\n", BATCH, TARGET, BATCH);
+	for (size_t i = 0; i < NR_ROWS; i++) {
+		const struct row *r = &rows[i];
+
+		if (!r->done || r->failed || !r->prof.n)
+			continue;
+		fprintf(f, "\n## %s\n\n", label(r, name, sizeof(name)));
+		insn_prof_print(f, &r->prof, BATCH, "insns/call", &baseline.prof, BATCH,
+				"nothing attached", 25);
+	}
 	return close_synced(f);
 }
 
@@ -610,10 +771,16 @@ static void usage(const char *argv0)
 		"  --quick        --duration 0.2 --samples 2 --warmup 1 --rounds 1\n"
 		"  --max-args N   -all rows: functions with up to N arguments (default 12)\n"
 		"  --json FILE    also write the results as JSON\n"
+		"  --insn         count instructions per call instead of timing (needs `vm/run --insn`)\n"
+		"  --insn-windows N  --insn: windows per batch size and repeat (default 15)\n"
+		"  --insn-repeats N  --insn: repeats, median and spread over them (default 3)\n"
+		"  --profile FILE --insn: also the kernel symbols of one call per row (Markdown)\n"
 		"  --list         print the row names\n"
 		"examples:\n"
 		"  %s --quick fentry fentry.multi/global\n"
-		"  %s --json /tmp/trigger.json\n", argv0, argv0, argv0);
+		"  %s --json /tmp/trigger.json\n"
+		"  vm/run --insn -- %s --insn --profile /tmp/prof.md fentry fentry.multi\n",
+		argv0, argv0, argv0, argv0);
 }
 
 int main(int argc, char **argv)
@@ -642,6 +809,14 @@ int main(int argc, char **argv)
 			opt.max_args = atoi(v), i++;
 		} else if (!strcmp(a, "--json") && v) {
 			opt.json = v, i++;
+		} else if (!strcmp(a, "--insn")) {
+			opt.insn = 1;
+		} else if (!strcmp(a, "--insn-windows") && v) {
+			opt.insn_windows = atoi(v), i++;
+		} else if (!strcmp(a, "--insn-repeats") && v) {
+			opt.insn_repeats = atoi(v), i++;
+		} else if (!strcmp(a, "--profile") && v) {
+			opt.profile = v, i++;
 		} else if (!strcmp(a, "--list")) {
 			for (size_t j = 0; j < NR_ROWS; j++)
 				printf("%s%s%s\n", rows[j].name, rows[j].backend ? "/" : "",
@@ -675,6 +850,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trigger: bad --duration/--samples/--warmup/--rounds\n");
 		return 2;
 	}
+	if (opt.insn_windows < 1 || opt.insn_repeats < 1 || opt.insn_repeats > MAX_REPEATS ||
+	    (opt.profile && !opt.insn)) {
+		fprintf(stderr, "trigger: bad --insn-windows/--insn-repeats (1-%d), or --profile "
+			"without --insn\n", MAX_REPEATS);
+		return 2;
+	}
+	/* counting: one CPU, the driver runs in this thread; each row once, repeats inside */
+	if (opt.insn && (insn_open() || insn_pin()))
+		return 1;
+	if (opt.insn)
+		opt.rounds = 1;
 	prog_dir(opt.dir, sizeof(opt.dir), argv[0]);
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 	/* libbpf's own warnings would repeat what each row's status says */
@@ -688,10 +874,22 @@ int main(int argc, char **argv)
 	}
 	target_id = btf__find_by_name_kind(btf, TARGET, BTF_KIND_FUNC);
 	btf__free(btf);
-	printf("trigger: target %s at %#lx, %d calls per driver run, %d round(s) of %d × %.2f s "
-	       "samples (+%d warm-up)\n", TARGET, target_addr, BATCH, opt.rounds, opt.samples,
-	       opt.duration, opt.warmup);
+	if (opt.insn)
+		printf("trigger: target %s at %#lx, %d calls per driver run, counting instructions: "
+		       "%d repeats of %d windows of 1 and 2 driver runs\n", TARGET, target_addr,
+		       BATCH, opt.insn_repeats, opt.insn_windows);
+	else
+		printf("trigger: target %s at %#lx, %d calls per driver run, %d round(s) of %d × "
+		       "%.2f s samples (+%d warm-up)\n", TARGET, target_addr, BATCH, opt.rounds,
+		       opt.samples, opt.duration, opt.warmup);
 	fflush(stdout);
+	if (opt.insn) {
+		run_row(&baseline);
+		if (baseline.failed) {
+			fprintf(stderr, "trigger: the baseline: %s\n", baseline.status);
+			return 1;
+		}
+	}
 
 	for (size_t j = 0; j < NR_ROWS; j++)
 		rows[j].done = selected ? (rows[j].done == -1 ? 0 : -2) : 0;
@@ -716,8 +914,13 @@ int main(int argc, char **argv)
 		if (rows[j].done && rows[j].failed && !strncmp(rows[j].status, "error", 5))
 			bad++;
 	}
-	print_table();
+	if (opt.insn)
+		print_insn_table();
+	else
+		print_table();
 	if (opt.json && write_json(opt.json, NULL))
+		return 1;
+	if (opt.profile && write_profiles(opt.profile))
 		return 1;
 	func_set_free(&all_set);
 	return bad ? 1 : 0;
