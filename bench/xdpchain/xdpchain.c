@@ -209,28 +209,6 @@ static int run_packets(void *arg, unsigned int reps)
 	return opts.retval == XDP_DROP ? 0 : -2;
 }
 
-/* Per packet: the profile of K2 packets minus that of K1, folded; 0 or -1. */
-static int profile_packet(struct xdp_work *x, struct insn_prof *out)
-{
-	struct insn_window w1, w2;
-	struct insn_prof p1 = { 0 }, p2 = { 0 };
-	int rc = -1;
-
-	if (insn_profile(run_packets, x, INSN_K1, 7, &w1))
-		return -1;
-	if (insn_profile(run_packets, x, INSN_K2, 7, &w2)) {
-		insn_window_free(&w1);
-		return -1;
-	}
-	if (!insn_fold(&w1, &p1) && !insn_fold(&w2, &p2))
-		rc = insn_prof_sub(&p2, &p1, out);
-	insn_prof_free(&p1);
-	insn_prof_free(&p2);
-	insn_window_free(&w1);
-	insn_window_free(&w2);
-	return rc;
-}
-
 /*
  * --insn: instructions per packet of @fd (row @r: profiled on the first trial).
  *
@@ -256,7 +234,8 @@ static double measure_insn(int r, int fd, const char *what)
 		exit(1);
 	}
 	if (insn_profiling && (r == SINGLE || r == CHAIN || r == TAIL_CALL) &&
-	    !insn_profiles[r].n && profile_packet(&x, &insn_profiles[r]))
+	    !insn_profiles[r].n &&
+	    insn_profile_diff(run_packets, &x, INSN_K1, INSN_K2, &insn_profiles[r]))
 		fprintf(stderr, "xdpchain bench: %s: no profile\n", what);
 	if (bpf_xdp_detach(lo, XDP_FLAGS_SKB_MODE, NULL)) {
 		fprintf(stderr, "xdpchain bench: detaching from lo: %s\n", strerror(errno));

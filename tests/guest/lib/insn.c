@@ -478,6 +478,24 @@ void insn_prof_free(struct insn_prof *p)
 	p->n = 0;
 }
 
+int insn_profile_diff(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2,
+		      struct insn_prof *out)
+{
+	struct insn_window w1 = { 0 }, w2 = { 0 };
+	struct insn_prof p1 = { 0 }, p2 = { 0 };
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (!insn_profile(fn, arg, k1, 7, &w1) && !insn_profile(fn, arg, k2, 7, &w2) &&
+	    !insn_fold(&w1, &p1) && !insn_fold(&w2, &p2))
+		rc = insn_prof_sub(&p2, &p1, out);
+	insn_prof_free(&p1);
+	insn_prof_free(&p2);
+	insn_window_free(&w1);
+	insn_window_free(&w2);
+	return rc;
+}
+
 struct prof_row {
 	const char *name;
 	double a, b;

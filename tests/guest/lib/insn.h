@@ -103,6 +103,12 @@ struct insn_prof {
 };
 /* Fold @w's addresses to symbols; user-space addresses are one "[user space]". 0 or -1. */
 int insn_fold(const struct insn_window *w, struct insn_prof *p);
+/*
+ * The folded profile of what @k2 - @k1 repetitions of @fn add: an undisturbed profile
+ * window of each size (insn_profile()), folded, subtracted: fixed costs cancel. 0 or -1.
+ */
+int insn_profile_diff(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2,
+		      struct insn_prof *out);
 /* *out = a - b, symbol by symbol (zero rows dropped). 0 or -1. */
 int insn_prof_sub(const struct insn_prof *a, const struct insn_prof *b, struct insn_prof *out);
 void insn_prof_free(struct insn_prof *p);
