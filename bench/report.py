@@ -421,12 +421,13 @@ def insn_table(runs, lines):
     lines.append("### Instructions per target call (phase `insn`)\n")
     lines.append(
         "Same rows counted by the QEMU plugin (`vm/insn/README.md`): per repeat, many windows "
-        "of 1 and of 2 driver runs (100 and 200 calls), the most frequent count of each "
-        "(a window a timer tick or another interrupt hit counts more and differs from the "
-        "others), the difference / 100; the cell is the median over the repeats, *hook* = "
-        "minus the baseline (the driver alone), `×` = hook / the single counterpart's hook. "
-        "Spread = (max − min) / median over the repeats. -all rows include the hooks on "
-        "every other traced function the driver's syscall runs through.\n")
+        "around one driver run making 100 calls and one making 200, the most frequent count "
+        "of each (a window a timer tick or another interrupt hit counts more and differs "
+        "from the others), the difference / 100: the target calls alone, without the "
+        "syscall around them (nor, for -all rows, the hooks on the functions along it). The "
+        "cell is the median over the repeats as *hook (total)*: total = the call with the "
+        "driver's loop, hook = total minus the baseline (the driver alone); `×` = hook / "
+        "the single counterpart's hook. Spread = (max − min) / median over the repeats.\n")
     for k in present:
         m, b = runs[k].insn_meta, runs[k].insn_base
         lines.append(f"- {k}: {m.get('insn_repeats')} repeats × {m.get('insn_windows')} "

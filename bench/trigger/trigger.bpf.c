@@ -25,6 +25,20 @@ int driver(void *ctx)
 	return 0;
 }
 
+/*
+ * --insn: the driver making twice the calls; a window around one run of each differs
+ * only in BATCH target calls (the syscall path, and the hooks an -all row puts on the
+ * functions along it, cancel out). Two constant loops: the verifier rejects a loop
+ * bounded by a variable this long.
+ */
+SEC("?raw_tp")
+int driver2(void *ctx)
+{
+	for (int i = 0; i < 2 * BATCH; i++)
+		bpf_modify_return_test_tp(0);
+	return 0;
+}
+
 /* kernel-count baseline: the driver's loop counting in place, nothing attached. */
 SEC("?raw_tp")
 int kernel_count(void *ctx)

@@ -14,11 +14,12 @@
  * the rows so a slow phase of the (emulated, shared) machine hits all rows alike.
  *
  * --insn (under `vm/run --insn`, vm/insn/README.md): instead of timing, counts the guest
- * instructions per target call: windows of 1 and 2 driver runs (100 and 200 calls), the
+ * instructions per target call: windows of one driver run making 100 and 200 calls, the
  * most frequent count of each (windows a timer tick hit differ), their difference / 100;
  * repeated, median and spread. The same driver with nothing attached is the baseline:
  * a row's hook instructions are its count minus the baseline's. --profile FILE adds, per
- * row, the kernel symbols of one undisturbed window next to the baseline's.
+ * row, the kernel symbols of those 100 calls (the difference of two profile windows)
+ * next to the baseline's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -186,18 +187,20 @@ struct loaded {
 	struct bpf_program *driver, *prog;
 	volatile __u64 *hits;		/* the row program's counters (mmap'ed .bss) */
 	struct bpf_link *link;
+	struct bpf_program *driver2;	/* --insn: the driver making 2 × BATCH calls */
 };
 
-static volatile __u64 *bss_hits(struct bpf_object *obj)
+/* The mmap'ed global data section whose map name ends with @suffix (.bss, .data). */
+static void *global_data(struct bpf_object *obj, const char *suffix)
 {
+	size_t sl = strlen(suffix), sz;
 	struct bpf_map *m;
-	size_t sz;
 
 	bpf_object__for_each_map(m, obj) {
 		const char *n = bpf_map__name(m);
 		size_t l = strlen(n);
 
-		if (l >= 4 && !strcmp(n + l - 4, ".bss"))
+		if (l >= sl && !strcmp(n + l - sl, suffix))
 			return bpf_map__initial_value(m, &sz);
 	}
 	return NULL;
@@ -342,9 +345,9 @@ static int attach_row(struct row *r, struct loaded *l)
 
 static int load_row(struct row *r, struct loaded *l)
 {
-	const char *main_progs[] = { "driver", NULL, NULL };
+	const char *main_progs[] = { "driver", NULL, NULL, NULL };
 	const char *sess_progs[] = { r->prog, NULL };
-	int err;
+	int err, n = 1;
 
 	memset(l, 0, sizeof(*l));
 	if (r->how == USER_COUNT || r->how == SYSCALL_COUNT)
@@ -352,7 +355,9 @@ static int load_row(struct row *r, struct loaded *l)
 	if (r->how == KERNEL_COUNT)
 		main_progs[0] = r->prog;
 	else if (!r->session && r->how != DRIVER_ONLY)
-		main_progs[1] = r->prog;
+		main_progs[n++] = r->prog;
+	if (opt.insn)
+		main_progs[n++] = "driver2";
 	l->obj = open_obj("trigger.bpf.o", main_progs);
 	if (!l->obj) {
 		snprintf(r->status, sizeof(r->status), "error: open trigger.bpf.o: %s",
@@ -390,10 +395,17 @@ static int load_row(struct row *r, struct loaded *l)
 			return -1;
 		}
 	}
-	l->hits = bss_hits(r->session ? l->sobj : l->obj);
+	l->hits = global_data(r->session ? l->sobj : l->obj, ".bss");
 	if (!l->hits) {
 		snprintf(r->status, sizeof(r->status), "error: no .bss counters");
 		return -1;
+	}
+	if (opt.insn) {
+		l->driver2 = bpf_object__find_program_by_name(l->obj, "driver2");
+		if (!l->driver2) {
+			snprintf(r->status, sizeof(r->status), "error: no driver2 program");
+			return -1;
+		}
 	}
 	return attach_row(r, l);
 }
@@ -473,31 +485,71 @@ static int measure_row(struct row *r, struct loaded *l)
 	return 0;
 }
 
-static int drive(void *arg, unsigned int runs)
+/* --insn work: one test run making reps × BATCH target calls (reps 1 or 2). */
+struct drive {
+	int fd[3];	/* by reps: driver, driver2 */
+};
+
+static int drive(void *arg, unsigned int reps)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, topts);
-	int fd = *(int *)arg;
+	struct drive *d = arg;
 
-	for (unsigned int i = 0; i < runs; i++)
-		if (bpf_prog_test_run_opts(fd, &topts))
-			return errno;
-	return 0;
+	return bpf_prog_test_run_opts(d->fd[reps], &topts) ? errno : 0;
 }
 
-/* --insn: instructions per target call, opt.insn_repeats times; the profile after. */
+/*
+ * The two windows of a profile run different drivers (driver, driver2): one line for
+ * both, their difference being the loop around the extra BATCH calls.
+ */
+static void merge_drivers(struct insn_prof *p)
+{
+	const char *merged = "the driver's loop (bpf_prog_*_driver2 - bpf_prog_*_driver)";
+	size_t to = 0, first = (size_t)-1;
+
+	for (size_t i = 0; i < p->n; i++) {
+		size_t l = strlen(p->sym[i].name);
+		int drv = (l > 7 && !strcmp(p->sym[i].name + l - 7, "_driver")) ||
+			  (l > 8 && !strcmp(p->sym[i].name + l - 8, "_driver2"));
+
+		if (drv && first != (size_t)-1) {
+			p->sym[first].count += p->sym[i].count;
+			continue;
+		}
+		p->sym[to] = p->sym[i];
+		if (drv) {
+			first = to;
+			snprintf(p->sym[to].name, sizeof(p->sym[to].name), "%s", merged);
+		}
+		to++;
+	}
+	p->n = to;
+}
+
+/*
+ * --insn: instructions per target call, opt.insn_repeats times; the profile after. The
+ * windows are one test run of BATCH and of 2 × BATCH calls: their difference is BATCH
+ * calls and nothing else (no syscall, no hooks on functions along the syscall path).
+ */
 static int measure_insn(struct row *r, struct loaded *l)
 {
-	int fd = l->driver ? bpf_program__fd(l->driver) : -1;
+	struct drive d = { { -1, l->driver ? bpf_program__fd(l->driver) : -1,
+			     l->driver2 ? bpf_program__fd(l->driver2) : -1 } };
 	struct insn_estimate e;
-	struct insn_window w;
 
-	if (fd < 0) {
+	if (r->how == KERNEL_COUNT) {
+		snprintf(r->status, sizeof(r->status), "not counted with --insn (a wall-time "
+			 "baseline; the baseline here is the driver alone)");
+		return -1;
+	}
+	if (d.fd[1] < 0 || d.fd[2] < 0) {
 		snprintf(r->status, sizeof(r->status), "not counted with --insn (no BPF driver)");
 		return -1;
 	}
-	drive(&fd, 3);	/* warm: first-run page faults and lazy setup stay out */
+	drive(&d, 1);	/* warm: first-run page faults and lazy setup stay out */
+	drive(&d, 2);
 	for (int i = 0; i < opt.insn_repeats && r->ninsn < MAX_REPEATS; i++) {
-		if (insn_per_rep(drive, &fd, 1, 2, opt.insn_windows, &e)) {
+		if (insn_per_rep(drive, &d, 1, 2, opt.insn_windows, &e)) {
 			snprintf(r->status, sizeof(r->status), "error: counting instructions "
 				 "(see stderr)");
 			return -1;
@@ -506,13 +558,9 @@ static int measure_insn(struct row *r, struct loaded *l)
 		r->hits += e.lo.hits + e.hi.hits;
 		r->windows += e.lo.samples + e.hi.samples;
 	}
-	if (opt.profile && !r->prof.n) {
-		/* one undisturbed window of BATCH calls */
-		if (insn_profile(drive, &fd, 1, 7, &w) == 0) {
-			insn_fold(&w, &r->prof);
-			insn_window_free(&w);
-		}
-	}
+	if (opt.profile && insn_profile_diff(drive, &d, 1, 2, &r->prof))
+		fprintf(stderr, "trigger: %s: no profile\n", r->name);
+	merge_drivers(&r->prof);
 	return 0;
 }
 
@@ -668,7 +716,8 @@ static void json_insn(FILE *f, const struct row *r)
 		return;
 	}
 	fprintf(f, "{\"per_call\": %.4f, \"spread\": %.6f, \"undisturbed\": %d, \"windows\": %d, "
-		"\"batch_runs\": [1, 2], \"runs\": [", m, sp, r->hits, r->windows);
+		"\"batch_calls\": [%d, %d], \"runs\": [", m, sp, r->hits, r->windows, BATCH,
+		2 * BATCH);
 	for (int j = 0; j < r->ninsn; j++)
 		fprintf(f, "%s%.4f", j ? ", " : "", r->insn[j]);
 	fputs("]}", f);
@@ -739,12 +788,13 @@ static int write_profiles(const char *path)
 	}
 	uname(&u);
 	fprintf(f, "# Instructions per target call by kernel symbol: %s\n\n", u.release);
-	fprintf(f, "One undisturbed window (its count equals the most frequent one) of %d calls of "
-		"`%s` from the trigger driver (`bench/trigger --insn --profile`, QEMU plugin "
-		"`vm/insn`), every executed address folded to `/proc/kallsyms`, divided by %d; next to "
-		"it the same driver with nothing attached. The difference is where the hook's "
-		"instructions go. Emulated guest: counts are exact for this kernel build, not "
-		"timings.\n", BATCH, TARGET, BATCH);
+	fprintf(f, "The instructions of %d calls of `%s` by `/proc/kallsyms` symbol, divided by %d: "
+		"the profile of an undisturbed window of one driver run making %d calls minus one "
+		"making %d (`bench/trigger --insn --profile`, QEMU plugin `vm/insn`), so the "
+		"syscall around them cancels; next to it the same driver with nothing attached. "
+		"The difference is where the hook's instructions go. Emulated guest: counts are "
+		"exact for this kernel build, not timings.\n", BATCH, TARGET, BATCH, 2 * BATCH,
+		BATCH);
 	for (size_t i = 0; i < NR_ROWS; i++) {
 		const struct row *r = &rows[i];
 
@@ -875,9 +925,9 @@ int main(int argc, char **argv)
 	target_id = btf__find_by_name_kind(btf, TARGET, BTF_KIND_FUNC);
 	btf__free(btf);
 	if (opt.insn)
-		printf("trigger: target %s at %#lx, %d calls per driver run, counting instructions: "
-		       "%d repeats of %d windows of 1 and 2 driver runs\n", TARGET, target_addr,
-		       BATCH, opt.insn_repeats, opt.insn_windows);
+		printf("trigger: target %s at %#lx, counting instructions: %d repeats of %d windows "
+		       "of one driver run making %d and %d calls\n", TARGET, target_addr,
+		       opt.insn_repeats, opt.insn_windows, BATCH, 2 * BATCH);
 	else
 		printf("trigger: target %s at %#lx, %d calls per driver run, %d round(s) of %d × "
 		       "%.2f s samples (+%d warm-up)\n", TARGET, target_addr, BATCH, opt.rounds,
