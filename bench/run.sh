@@ -175,7 +175,7 @@ if [ -n "$others" ]; then
 		elif [ "$name" = xdpchain ]; then
 			say "xdpchain: instructions per packet:"
 			sed -n '/^## Instructions per packet/,/^## Wall time/p' "$out/xdpchain.md" |
-				grep -E '^[|-]' >&2
+				grep -E '^([|]|- )' >&2
 		fi
 	done
 fi
