@@ -208,10 +208,17 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void summarize(uint64_t *v, int n, struct insn_sample *s)
+/* The most frequent of @n counts (ties: the smaller), its hits and the runner-up's. */
+static void summarize(const uint64_t *in, int n, struct insn_sample *s)
 {
-	int best = 0;
+	uint64_t *v = malloc(n * sizeof(*v));
+	int best = 0, second = 0;
 
+	if (!v) {
+		memset(s, 0, sizeof(*s));
+		return;
+	}
+	memcpy(v, in, n * sizeof(*v));
 	qsort(v, n, sizeof(*v), cmp_u64);
 	s->samples = n;
 	s->min = v[0];
@@ -220,35 +227,53 @@ static void summarize(uint64_t *v, int n, struct insn_sample *s)
 	for (int i = 0, j; i < n; i = j) {
 		for (j = i; j < n && v[j] == v[i]; j++)
 			;
-		if (j - i > best) {	/* ties: the smaller count (fewer disturbances) */
+		if (j - i > best) {
+			second = best;
 			best = j - i;
 			s->mode = v[i];
+		} else if (j - i > second) {
+			second = j - i;
 		}
 	}
 	s->hits = best;
+	s->runner_up = second;
+	free(v);
+}
+
+/* A mode to trust: seen 3 times or more, at least twice as often as any other count. */
+static int clear_mode(const struct insn_sample *s)
+{
+	return s->hits >= 3 && s->hits >= 2 * s->runner_up;
 }
 
 int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, int samples,
 		 struct insn_estimate *e)
 {
-	uint64_t *lo = calloc(samples, sizeof(*lo)), *hi = calloc(samples, sizeof(*hi));
-	int rc = -1;
+	/* windows a tick hit count more, each differently: take more until the mode is clear */
+	int cap = samples * 8 > 120 ? samples * 8 : 120, n = 0, rc = -1;
+	uint64_t *lo = calloc(cap, sizeof(*lo)), *hi = calloc(cap, sizeof(*hi));
 
 	memset(e, 0, sizeof(*e));
 	if (!lo || !hi || samples < 1 || k2 <= k1) {
 		fprintf(stderr, "insn: bad estimate parameters\n");
 		goto out;
 	}
-	for (int i = 0; i < samples; i++) {
+	while (n < cap) {
 		int64_t a = insn_window(fn, arg, k1), b = a < 0 ? -1 : insn_window(fn, arg, k2);
 
 		if (a < 0 || b < 0)
 			goto out;
-		lo[i] = a;
-		hi[i] = b;
+		lo[n] = a;
+		hi[n] = b;
+		n++;
+		if (n < samples)
+			continue;
+		summarize(lo, n, &e->lo);
+		summarize(hi, n, &e->hi);
+		if (clear_mode(&e->lo) && clear_mode(&e->hi))
+			break;
 	}
-	summarize(lo, samples, &e->lo);
-	summarize(hi, samples, &e->hi);
+	e->clear = clear_mode(&e->lo) && clear_mode(&e->hi);
 	e->k1 = k1;
 	e->k2 = k2;
 	e->per_rep = ((double)e->hi.mode - (double)e->lo.mode) / (k2 - k1);

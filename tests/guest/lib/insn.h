@@ -68,15 +68,19 @@ int64_t insn_window(insn_work_fn fn, void *arg, unsigned int reps);
 struct insn_sample {
 	uint64_t mode, min, max;
 	int hits, samples;	/* windows that counted exactly `mode`, windows */
+	int runner_up;		/* windows of the next most frequent count */
 };
 
 /*
- * Instructions per repetition of @fn: @samples windows of @k1 and of @k2 repetitions
- * (interleaved), per_rep = (mode(k2) - mode(k1)) / (k2 - k1). 0 or -1.
+ * Instructions per repetition of @fn: windows of @k1 and of @k2 repetitions (interleaved),
+ * per_rep = (mode(k2) - mode(k1)) / (k2 - k1). At least @samples windows of each, more
+ * (up to 8× or 120) until both modes are clear: seen 3 times or more and twice as often
+ * as any other count. 0 or -1; e->clear says whether they became clear.
  */
 struct insn_estimate {
 	double per_rep;
 	unsigned int k1, k2;
+	int clear;
 	struct insn_sample lo, hi;
 };
 int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, int samples,
