@@ -421,9 +421,10 @@ def insn_table(runs, lines):
     lines.append("### Instructions per target call (phase `insn`)\n")
     lines.append(
         "Same rows counted by the QEMU plugin (`vm/insn/README.md`): per repeat, many windows "
-        "around one driver run making 100 calls and one making 200, the most frequent count "
+        "around one driver run making 25 calls and one making 50, the most frequent count "
         "of each (a window a timer tick or another interrupt hit counts more and differs "
-        "from the others), the difference / 100: the target calls alone, without the "
+        "from the others; windows are added until that count is clear), the difference / "
+        "25: the target calls alone, without the "
         "syscall around them (nor, for -all rows, the hooks on the functions along it). The "
         "cell is the median over the repeats as *hook (total)*: total = the call with the "
         "driver's loop, hook = total minus the baseline (the driver alone); `×` = hook / "
@@ -452,6 +453,8 @@ def insn_table(runs, lines):
             if single and run.insn_ratio(k, single):
                 c += f" {run.insn_ratio(k, single):.3f}×"
             c += f", {v[2]:.2%}"
+            if run.insn_rows[k]["insn"].get("unclear"):
+                c += f" (no clear mode in {run.insn_rows[k]['insn']['unclear']} repeats)"
             cells.append(c)
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")

@@ -14,11 +14,11 @@
  * the rows so a slow phase of the (emulated, shared) machine hits all rows alike.
  *
  * --insn (under `vm/run --insn`, vm/insn/README.md): instead of timing, counts the guest
- * instructions per target call: windows of one driver run making 100 and 200 calls, the
- * most frequent count of each (windows a timer tick hit differ), their difference / 100;
+ * instructions per target call: windows of one driver run making 25 and 50 calls, the
+ * most frequent count of each (windows a timer tick hit differ), their difference / 25;
  * repeated, median and spread. The same driver with nothing attached is the baseline:
  * a row's hook instructions are its count minus the baseline's. --profile FILE adds, per
- * row, the kernel symbols of those 100 calls (the difference of two profile windows)
+ * row, the kernel symbols of those 25 calls (the difference of two profile windows)
  * next to the baseline's.
  */
 #define _GNU_SOURCE
@@ -40,6 +40,7 @@
 #include "lib/insn.h"
 
 #define BATCH 100		/* target calls per driver run, as in trigger.bpf.h */
+#define INSN_CALLS 25		/* --insn: calls per counted run (and twice), as there */
 #define NR_SLOTS 64
 #define MAX_SAMPLES 256
 #define MAX_REPEATS 32
@@ -82,7 +83,8 @@ struct row {
 	double insn[MAX_REPEATS];
 	int ninsn;
 	int hits, windows;	/* undisturbed windows (count = mode) of all windows */
-	struct insn_prof prof;	/* --profile: one window of BATCH calls, folded */
+	int unclear;		/* repeats whose modes did not become clear */
+	struct insn_prof prof;	/* --profile: INSN_CALLS calls, folded */
 };
 
 static struct row rows[] = {
@@ -187,7 +189,7 @@ struct loaded {
 	struct bpf_program *driver, *prog;
 	volatile __u64 *hits;		/* the row program's counters (mmap'ed .bss) */
 	struct bpf_link *link;
-	struct bpf_program *driver2;	/* --insn: the driver making 2 × BATCH calls */
+	struct bpf_program *insn_driver[3];	/* --insn: by multiple of INSN_CALLS (1, 2) */
 };
 
 /* The mmap'ed global data section whose map name ends with @suffix (.bss, .data). */
@@ -345,7 +347,7 @@ static int attach_row(struct row *r, struct loaded *l)
 
 static int load_row(struct row *r, struct loaded *l)
 {
-	const char *main_progs[] = { "driver", NULL, NULL, NULL };
+	const char *main_progs[] = { "driver", NULL, NULL, NULL, NULL };
 	const char *sess_progs[] = { r->prog, NULL };
 	int err, n = 1;
 
@@ -356,8 +358,10 @@ static int load_row(struct row *r, struct loaded *l)
 		main_progs[0] = r->prog;
 	else if (!r->session && r->how != DRIVER_ONLY)
 		main_progs[n++] = r->prog;
-	if (opt.insn)
-		main_progs[n++] = "driver2";
+	if (opt.insn) {
+		main_progs[n++] = "insn_driver";
+		main_progs[n++] = "insn_driver2";
+	}
 	l->obj = open_obj("trigger.bpf.o", main_progs);
 	if (!l->obj) {
 		snprintf(r->status, sizeof(r->status), "error: open trigger.bpf.o: %s",
@@ -401,9 +405,10 @@ static int load_row(struct row *r, struct loaded *l)
 		return -1;
 	}
 	if (opt.insn) {
-		l->driver2 = bpf_object__find_program_by_name(l->obj, "driver2");
-		if (!l->driver2) {
-			snprintf(r->status, sizeof(r->status), "error: no driver2 program");
+		l->insn_driver[1] = bpf_object__find_program_by_name(l->obj, "insn_driver");
+		l->insn_driver[2] = bpf_object__find_program_by_name(l->obj, "insn_driver2");
+		if (!l->insn_driver[1] || !l->insn_driver[2]) {
+			snprintf(r->status, sizeof(r->status), "error: no insn_driver programs");
 			return -1;
 		}
 	}
@@ -485,9 +490,9 @@ static int measure_row(struct row *r, struct loaded *l)
 	return 0;
 }
 
-/* --insn work: one test run making reps × BATCH target calls (reps 1 or 2). */
+/* --insn work: one test run making reps × INSN_CALLS target calls (reps 1 or 2). */
 struct drive {
-	int fd[3];	/* by reps: driver, driver2 */
+	int fd[3];	/* by reps: insn_driver, insn_driver2 */
 };
 
 static int drive(void *arg, unsigned int reps)
@@ -499,18 +504,18 @@ static int drive(void *arg, unsigned int reps)
 }
 
 /*
- * The two windows of a profile run different drivers (driver, driver2): one line for
- * both, their difference being the loop around the extra BATCH calls.
+ * The two windows of a profile run different drivers (insn_driver, insn_driver2): one
+ * line for both, their difference being the loop around the extra INSN_CALLS calls.
  */
 static void merge_drivers(struct insn_prof *p)
 {
-	const char *merged = "the driver's loop (bpf_prog_*_driver2 - bpf_prog_*_driver)";
+	const char *merged = "the driver's loop (bpf_prog_*_insn_driver2 - *_insn_driver)";
 	size_t to = 0, first = (size_t)-1;
 
 	for (size_t i = 0; i < p->n; i++) {
 		size_t l = strlen(p->sym[i].name);
-		int drv = (l > 7 && !strcmp(p->sym[i].name + l - 7, "_driver")) ||
-			  (l > 8 && !strcmp(p->sym[i].name + l - 8, "_driver2"));
+		int drv = (l > 12 && !strcmp(p->sym[i].name + l - 12, "_insn_driver")) ||
+			  (l > 13 && !strcmp(p->sym[i].name + l - 13, "_insn_driver2"));
 
 		if (drv && first != (size_t)-1) {
 			p->sym[first].count += p->sym[i].count;
@@ -528,13 +533,13 @@ static void merge_drivers(struct insn_prof *p)
 
 /*
  * --insn: instructions per target call, opt.insn_repeats times; the profile after. The
- * windows are one test run of BATCH and of 2 × BATCH calls: their difference is BATCH
- * calls and nothing else (no syscall, no hooks on functions along the syscall path).
+ * windows are one test run of INSN_CALLS and of 2 × INSN_CALLS calls: their difference
+ * is INSN_CALLS calls and nothing else (no syscall, no hooks along the syscall path).
  */
 static int measure_insn(struct row *r, struct loaded *l)
 {
-	struct drive d = { { -1, l->driver ? bpf_program__fd(l->driver) : -1,
-			     l->driver2 ? bpf_program__fd(l->driver2) : -1 } };
+	struct drive d = { { -1, l->insn_driver[1] ? bpf_program__fd(l->insn_driver[1]) : -1,
+			     l->insn_driver[2] ? bpf_program__fd(l->insn_driver[2]) : -1 } };
 	struct insn_estimate e;
 
 	if (r->how == KERNEL_COUNT) {
@@ -554,9 +559,10 @@ static int measure_insn(struct row *r, struct loaded *l)
 				 "(see stderr)");
 			return -1;
 		}
-		r->insn[r->ninsn++] = e.per_rep / BATCH;
+		r->insn[r->ninsn++] = e.per_rep / INSN_CALLS;
 		r->hits += e.lo.hits + e.hi.hits;
 		r->windows += e.lo.samples + e.hi.samples;
+		r->unclear += !e.clear;
 	}
 	if (opt.profile && insn_profile_diff(drive, &d, 1, 2, &r->prof))
 		fprintf(stderr, "trigger: %s: no profile\n", r->name);
@@ -688,7 +694,10 @@ static void print_insn_table(void)
 			printf(" %9.3f×", (m - bm) / (sm - bm));
 		else
 			printf(" %10s", "");
-		printf("  %d/%d\n", r->hits, r->windows);
+		printf("  %d/%d", r->hits, r->windows);
+		if (r->unclear)
+			printf(" (no clear mode in %d repeat(s): interrupts)", r->unclear);
+		putchar('\n');
 	}
 }
 
@@ -716,8 +725,8 @@ static void json_insn(FILE *f, const struct row *r)
 		return;
 	}
 	fprintf(f, "{\"per_call\": %.4f, \"spread\": %.6f, \"undisturbed\": %d, \"windows\": %d, "
-		"\"batch_calls\": [%d, %d], \"runs\": [", m, sp, r->hits, r->windows, BATCH,
-		2 * BATCH);
+		"\"unclear\": %d, \"batch_calls\": [%d, %d], \"runs\": [", m, sp, r->hits, r->windows,
+		r->unclear, INSN_CALLS, 2 * INSN_CALLS);
 	for (int j = 0; j < r->ninsn; j++)
 		fprintf(f, "%s%.4f", j ? ", " : "", r->insn[j]);
 	fputs("]}", f);
@@ -793,15 +802,15 @@ static int write_profiles(const char *path)
 		"making %d (`bench/trigger --insn --profile`, QEMU plugin `vm/insn`), so the "
 		"syscall around them cancels; next to it the same driver with nothing attached. "
 		"The difference is where the hook's instructions go. Emulated guest: counts are "
-		"exact for this kernel build, not timings.\n", BATCH, TARGET, BATCH, 2 * BATCH,
-		BATCH);
+		"exact for this kernel build, not timings.\n", INSN_CALLS, TARGET, INSN_CALLS,
+		2 * INSN_CALLS, INSN_CALLS);
 	for (size_t i = 0; i < NR_ROWS; i++) {
 		const struct row *r = &rows[i];
 
 		if (!r->done || r->failed || !r->prof.n)
 			continue;
 		fprintf(f, "\n## %s\n\n", label(r, name, sizeof(name)));
-		insn_prof_print(f, &r->prof, BATCH, "insns/call", &baseline.prof, BATCH,
+		insn_prof_print(f, &r->prof, INSN_CALLS, "insns/call", &baseline.prof, INSN_CALLS,
 				"nothing attached", 25);
 	}
 	return close_synced(f);
@@ -925,9 +934,9 @@ int main(int argc, char **argv)
 	target_id = btf__find_by_name_kind(btf, TARGET, BTF_KIND_FUNC);
 	btf__free(btf);
 	if (opt.insn)
-		printf("trigger: target %s at %#lx, counting instructions: %d repeats of %d windows "
-		       "of one driver run making %d and %d calls\n", TARGET, target_addr,
-		       opt.insn_repeats, opt.insn_windows, BATCH, 2 * BATCH);
+		printf("trigger: target %s at %#lx, counting instructions: %d repeats of %d or more "
+		       "windows of one driver run making %d and %d calls\n", TARGET, target_addr,
+		       opt.insn_repeats, opt.insn_windows, INSN_CALLS, 2 * INSN_CALLS);
 	else
 		printf("trigger: target %s at %#lx, %d calls per driver run, %d round(s) of %d × "
 		       "%.2f s samples (+%d warm-up)\n", TARGET, target_addr, BATCH, opt.rounds,

@@ -78,7 +78,7 @@ static unsigned int repeat;
 #define INSN_K1 8
 #define INSN_K2 40
 #define INSN_WINDOWS 15
-static int insn_mode, insn_profiling;
+static int insn_mode, insn_profiling, insn_unclear;
 static struct insn_prof insn_profiles[NR_ROWS];
 
 static void die(const char *what)
@@ -233,6 +233,8 @@ static double measure_insn(int r, int fd, const char *what)
 		fprintf(stderr, "xdpchain bench: %s: counting instructions failed\n", what);
 		exit(1);
 	}
+	if (!e.clear)
+		insn_unclear++;
 	if (insn_profiling && (r == SINGLE || r == CHAIN || r == TAIL_CALL) &&
 	    !insn_profiles[r].n &&
 	    insn_profile_diff(run_packets, &x, INSN_K1, INSN_K2, &insn_profiles[r]))
@@ -332,6 +334,9 @@ static int report_insn(int trials, double t[][64], const char *json, const char 
 	       hop[CHAIN] / hop[DISPATCHER]);
 	printf("- unchained program with the key on / key off, instructions: %.4f× (%+.2f)\n",
 	       med[SINGLE_KEY_ON] / med[SINGLE], med[SINGLE_KEY_ON] - med[SINGLE]);
+	if (insn_unclear)
+		printf("- %d measurement(s) found no clear most frequent count (interrupts in most "
+		       "windows): their rows may be off\n", insn_unclear);
 	uname(&u);
 	if (json) {
 		f = fopen(json, "w");
