@@ -8,6 +8,8 @@
 #   all     the -all rows of the global backend and kprobe.multi with their references;
 #           attach of all functions for global, kprobe.multi (and fentry: over its cap)
 #   allpf   the per-function tracing_multi backend on all functions (attach, then trigger)
+#   insn    trigger: instructions per call of every row, -all rows included, and the
+#           per-symbol profile of each (needs `vm/run --insn`: the QEMU plugin)
 # usage: bench/guest.sh OUTDIR PHASE [--quick]
 set -u
 out=${1:?usage: bench/guest.sh OUTDIR PHASE [--quick]}
@@ -18,7 +20,7 @@ bin=$here/../build/bench
 mkdir -p "$out"
 rc=0
 
-if [ "$phase" = rates ]; then
+if [ "$phase" = rates ] || [ "$phase" = insn ]; then
 	{
 		echo "uname: $(uname -r)"
 		echo "version: $(cat /proc/version)"
@@ -33,8 +35,9 @@ if [ "$phase" = rates ]; then
 				echo "ftrace site: $f no"
 			fi
 		done
-	} >"$out/guest.txt"
-	cat "$out/guest.txt"
+	} >"$out/guest-$phase.txt"
+	cat "$out/guest-$phase.txt"
+	[ "$phase" = rates ] && cp "$out/guest-$phase.txt" "$out/guest.txt"
 fi
 
 # bench NAME ARGS...: run build/bench/NAME, output to the console and NAME-PHASE.log
@@ -78,6 +81,14 @@ all)
 allpf)
 	bench attach $quick --counts 0 tracing_multi
 	bench trigger $quick --rounds 3 fentry.multi/per-function fentry.multi-all/per-function
+	;;
+insn)
+	# Counts barely vary (vm/insn/README.md): quick mode only takes fewer windows.
+	if [ -n "$quick" ]; then
+		bench trigger --insn --insn-windows 9 --profile "$out/insn-profile.md"
+	else
+		bench trigger --insn --insn-windows 21 --insn-repeats 5 --profile "$out/insn-profile.md"
+	fi
 	;;
 *)
 	echo "bench/guest.sh: unknown phase $phase"

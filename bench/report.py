@@ -10,6 +10,7 @@ why (not available on this kernel, not built yet, failed), never a number.
 
 import json
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,6 +39,12 @@ SEED_001 = {
     "tp": (85.600, 0.063), "kprobe": (61.080, 0.070), "kprobe.multi": (63.278, 0.042),
     "kprobe.multi-all": (5.074, 0.005), "kretprobe": (23.936, 0.032),
     "kretprobe.multi": (28.505, 0.014), "kretprobe.multi-all": (4.117, 0.005),
+}
+
+# Targets for the ratio of hook instructions per call (issues 19 and 21), keyed like TARGETS.
+INSN_TARGETS = {
+    ("fentry.multi/global", "fentry"): "<= 1.02",
+    ("fentry.multi-all/global", "fentry.multi/global"): "1.00 ± 0.02",
 }
 
 # Ratios the issues set as targets (issues 5 and 6), keyed (row, denominator row).
@@ -167,6 +174,9 @@ class Run:
         self.meta = kv_lines(read_text(os.path.join(d, "meta.txt")))
         text = read_text(os.path.join(d, "guest.txt")) or ""
         self.guest = kv_lines(text)
+        if not text:    # a run without the rates phase: the insn phase saw the same
+            text = read_text(os.path.join(d, "guest-insn.txt")) or ""
+            self.guest = kv_lines(text)
         self.ftrace = [ln.split(": ", 1)[1] for ln in text.splitlines()
                        if ln.startswith("ftrace site: ")]
         self.rc = {}        # phase -> (exit status, seconds)
@@ -195,6 +205,40 @@ class Run:
             for k, r in self.phase_rows.get(ph, {}).items():
                 if phase_of(k) == ph or k not in self.rows:
                     self.rows[k] = r
+        # Instructions per call (phase insn, bench/trigger --insn): row key -> result
+        rc = (read_text(os.path.join(d, "vm-insn.rc")) or "").split()
+        if rc:
+            self.rc["insn"] = (rc[0], rc[1] if len(rc) > 1 else "?")
+            self.vcpus["insn"] = rc[2] if len(rc) > 2 else "2"
+        t = load_json(os.path.join(d, "trigger-insn.json")) or {}
+        self.insn_meta = t
+        self.insn_base = t.get("insn_baseline")
+        self.insn_rows = {key(r): r for r in t.get("rows", [])}
+        self.xdp_insn = load_json(os.path.join(d, "xdpchain-insn.json"))
+
+    def insn(self, k):
+        """(per call, hook per call, spread, runs) of row k, or None."""
+        r = self.insn_rows.get(k)
+        if not (r and r.get("insn") and self.insn_base):
+            return None
+        i = r["insn"]
+        return (i["per_call"], i["per_call"] - self.insn_base["per_call"], i["spread"], i["runs"])
+
+    def insn_ratio(self, num, den):
+        a, b = self.insn(num), self.insn(den)
+        if a and b and b[1] > 0:
+            return a[1] / b[1]
+        return None
+
+    def insn_why_missing(self, k):
+        r = self.insn_rows.get(k)
+        if r:
+            if r["status"].startswith("did not finish"):
+                return "did not finish: " + self.rc_text("insn")
+            return r["status"]
+        if "insn" not in self.rc:
+            return "not counted (phase insn was not part of this run)"
+        return f"not reached: phase insn exited {self.rc['insn'][0]}"
 
     @staticmethod
     def _rate(r):
@@ -270,6 +314,16 @@ def label(k):
     return f"{name} ({backend})" if backend else name
 
 
+def row_order(runs, attr):
+    """Row keys of every kernel's runs.<attr> dict, first seen first."""
+    order = []
+    for r in runs.values():
+        for k in getattr(r, attr):
+            if k not in order:
+                order.append(k)
+    return order
+
+
 def trigger_section(runs, out, lines):
     ours = runs.get("ours")
     lines.append("## Trigger: M target calls/s seen by the attached program (seeds 000/001)\n")
@@ -292,11 +346,7 @@ def trigger_section(runs, out, lines):
                 f"{t['duration_s']} s after {t['warmup']} warm-up sample(s), rows interleaved "
                 f"per round, {t['cpus']} vCPUs, target `{t['target']}`")
     lines.append("")
-    order = []
-    for r in runs.values():
-        for k in r.rows:
-            if k not in order:
-                order.append(k)
+    order = row_order(runs, "rows")
     hdr = ("| row | theirs: seed 000 (bare metal) | theirs: seed 001 slides (bare metal) | "
            + " | ".join(f"ours: {k} (guest)" for k in present) + " |")
     lines.append(hdr)
@@ -332,6 +382,7 @@ def trigger_section(runs, out, lines):
         "The -all rows run in their own guest boot (phase `all`, or `allpf` for the "
         "per-function backend) together with the rows they are compared with; their ratio "
         "is taken within that boot. Other rows come from phase `rates`.\n")
+    insn_table(runs, lines)
 
     # Plots: M/s per row (ours kernel), and multi/single ratios per kernel.
     if ours and ours.rows:
@@ -363,38 +414,116 @@ def trigger_section(runs, out, lines):
         lines.append("![multi/single ratios](trigger-ratios.svg)\n")
 
 
+def insn_table(runs, lines):
+    present = [k for k in KERNELS if k in runs and runs[k].insn_base]
+    if not present:
+        return
+    lines.append("### Instructions per target call (phase `insn`)\n")
+    lines.append(
+        "Same rows counted by the QEMU plugin (`vm/insn/README.md`): per repeat, many windows "
+        "around one driver run making 25 calls and one making 50, the most frequent count "
+        "of each (a window a timer tick or another interrupt hit counts more and differs "
+        "from the others; windows are added until that count is clear), the difference / "
+        "25: the target calls alone, without the "
+        "syscall around them (nor, for -all rows, the hooks on the functions along it). The "
+        "cell is the median over the repeats as *hook (total)*: total = the call with the "
+        "driver's loop, hook = total minus the baseline (the driver alone); `×` = hook / "
+        "the single counterpart's hook. Spread = (max − min) / median over the repeats.\n")
+    for k in present:
+        m, b = runs[k].insn_meta, runs[k].insn_base
+        lines.append(f"- {k}: {m.get('insn_repeats')} repeats × {m.get('insn_windows')} "
+                     f"windows per size, {m.get('cpus')} vCPUs (one host thread); baseline "
+                     f"{b['per_call']:.2f} instructions per call, spread {b['spread']:.2%}, "
+                     f"{b['undisturbed']}/{b['windows']} windows undisturbed")
+    lines.append("")
+    order = row_order(runs, "insn_rows")
+    lines.append("| row | " + " | ".join(f"ours: {k}: hook (total), spread" for k in present)
+                 + " |")
+    lines.append("|---|" + "---:|" * len(present))
+    for k in order:
+        cells = [label(k)]
+        for kern in present:
+            run = runs[kern]
+            v = run.insn(k)
+            if not v:
+                cells.append(run.insn_why_missing(k))
+                continue
+            c = f"{v[1]:.2f} ({v[0]:.2f})"
+            single = run.insn_rows[k].get("single")
+            if single and run.insn_ratio(k, single):
+                c += f" {run.insn_ratio(k, single):.3f}×"
+            c += f", {v[2]:.2%}"
+            if run.insn_rows[k]["insn"].get("unclear"):
+                c += f" (no clear mode in {run.insn_rows[k]['insn']['unclear']} repeats)"
+            cells.append(c)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+
+
 def headline_section(runs, lines):
     present = [k for k in KERNELS if k in runs]
-    lines.append("## Headline: ratios measured in the same guest run\n")
+    counted = [k for k in present if runs[k].insn_base]
+    lines.append("## Headline: multi / single, instructions first\n")
     lines.append(
-        "Each ratio divides two rows measured in one boot of one kernel: every round measures "
-        "each row once, a row next to the one it is compared with, so both sides of a ratio "
-        "see the same host load; the cell is the median of the per-round ratios with the "
-        "25th–75th percentile in brackets. The host is shared (2 cores, other guests and "
-        "kernel builds running), so single samples swing several-fold and a wide bracket "
-        "means the ratio is not resolved. Theirs are the seeds' bare-metal figures "
-        "(ratios of their means).\n")
-    lines.append("| ratio | theirs: seed 000 | theirs: seed 001 | "
-                 + " | ".join(f"ours: {k}" for k in present) + " | target |")
-    lines.append("|---|---:|---:|" + "---:|" * len(present) + "---|")
+        "**Instructions** (first columns): guest instructions per target call counted by a "
+        "QEMU TCG plugin (`vm/insn`, phase `insn`: `bench/trigger --insn`) minus the same "
+        "driver with nothing attached, i.e. the hook's own instructions; the cell divides "
+        "the hook instructions of two rows of one boot (the counts in brackets). They are "
+        "exact per kernel build and do not move with the host's load (medians of repeats, "
+        "spreads in the trigger section), but they are not times: instructions differ in "
+        "cost. Where one call's instructions go: "
+        + (", ".join(f"[insn-profile-{k}.md](insn-profile-{k}.md)" for k in counted
+                     if runs[k].insn_meta.get("profile_copied")) or "no profile in this run")
+        + ".\n")
+    lines.append(
+        "**Wall time** (next columns): each ratio divides two rows measured in one boot of one "
+        "kernel: every round measures each row once, a row next to the one it is compared "
+        "with, so both sides of a ratio see the same host load; the cell is the median of "
+        "the per-round ratios with the 25th–75th percentile in brackets. The host is shared "
+        "(2 cores, other guests and kernel builds running), so single samples swing "
+        "several-fold and a wide bracket means the ratio is not resolved. Theirs are the "
+        "seeds' bare-metal figures (ratios of their means). A rate ratio and an instruction "
+        "ratio point opposite ways: 0.98 of the rate is about 1.02 of the instructions.\n")
+    if not counted:
+        lines.append("No instruction counts in this run: "
+                     + "; ".join(f"{k}: {runs[k].rc_text('insn')}" for k in present) + ".\n")
+    lines.append("| ratio | " + " | ".join(f"ours: {k}, instructions" for k in counted)
+                 + (" | " if counted else "")
+                 + " | ".join(f"ours: {k}, wall time" for k in present)
+                 + " | theirs: seed 000 | theirs: seed 001 | target |")
+    lines.append("|---|" + "---:|" * (len(counted) + len(present)) + "---:|---:|---|")
     for num, den in HEADLINE:
         cells = [f"{label(num)} / {label(den)}"]
-        for seed in (SEED_000, SEED_001):
-            q = seed_ratio(seed, num, den)
-            cells.append(f"{q:.3f}" if q else "")
+        for k in counted:
+            q = runs[k].insn_ratio(num, den)
+            a, b = runs[k].insn(num), runs[k].insn(den)
+            cells.append(f"**{q:.3f}** ({a[1]:.1f} / {b[1]:.1f})" if q else "n/a")
         for k in present:
             q = runs[k].ratio(num, den)
             cells.append(f"{q[0]:.3f} [{q[1]:.2f}–{q[2]:.2f}], {q[3]} rounds" if q else "n/a")
-        t = TARGETS.get((num, den), "")
-        if t and "ours" in runs and runs["ours"].ratio(num, den):
-            v = runs["ours"].ratio(num, den)[0]
-            ok = v >= 0.98 if t.startswith(">=") else abs(v - 1) <= 0.02
-            t += " — " + ("met" if ok else "not met") + " on ours"
-        cells.append(t)
+        for seed in (SEED_000, SEED_001):
+            q = seed_ratio(seed, num, den)
+            cells.append(f"{q:.3f}" if q else "")
+        targets = []
+        t = INSN_TARGETS.get((num, den))
+        if t:
+            v = runs["ours"].insn_ratio(num, den) if "ours" in runs else None
+            if v:
+                ok = v <= 1.02 if t.startswith("<=") else abs(v - 1) <= 0.02
+                t += " — " + ("met" if ok else "not met") + " on ours"
+            targets.append("instructions " + t)
+        t = TARGETS.get((num, den))
+        if t:
+            v = runs["ours"].ratio(num, den) if "ours" in runs else None
+            if v:
+                ok = v[0] >= 0.98 if t.startswith(">=") else abs(v[0] - 1) <= 0.02
+                t += " — " + ("met" if ok else "not met") + " on ours"
+            targets.append("wall time " + t)
+        cells.append("; ".join(targets))
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("n/a: one of the two rows is not available on that kernel or failed (the "
-                 "trigger table says which and why).\n")
+                 "trigger section says which and why).\n")
 
 
 def attach_section(runs, out, lines):
@@ -541,6 +670,46 @@ def crashes_section(out, lines):
     lines.append("")
 
 
+def write_insn_json(runs, out, meta):
+    """insn.json: per kernel, per row, instructions per call with what they ran on."""
+    doc = {"generated": meta.get("date"), "bench_commit": meta.get("commit"),
+           "mode": meta.get("mode"),
+           "unit": "guest instructions per target call (xdpchain: per packet)",
+           "method": "vm/insn/README.md; insns_per_call is the median over runs, spread = "
+                     "(max - min) / median, hook = minus the baseline", "kernels": {}}
+    for k, r in runs.items():
+        if not (r.insn_base or r.xdp_insn):
+            continue    # (an xdpchain file alone still names its kernel below)
+        kd = {"uname": r.insn_meta.get("kernel") or r.guest.get("uname"),
+              "image_sha256": r.meta.get("image sha256"),
+              "commit": r.meta.get("kernel commit"), "rows": {}}
+        if r.insn_base:
+            b = r.insn_base
+            kd["baseline"] = {"insns_per_call": b["per_call"], "spread": b["spread"],
+                              "runs": b["runs"]}
+            for key_, row in r.insn_rows.items():
+                v = r.insn(key_)
+                if v:
+                    kd["rows"][key_] = {"insns_per_call": v[0],
+                                        "hook_insns_per_call": round(v[1], 4),
+                                        "spread": v[2], "runs": v[3]}
+                else:
+                    kd["rows"][key_] = {"status": r.insn_why_missing(key_)}
+        rc = (read_text(os.path.join(out, "raw", "xdpchain.rc")) or "").split()
+        xdp_file = os.path.join(out, "raw", k, "xdpchain-insn.json")
+        fresh = (len(rc) > 2 and rc[0] == "0" and os.path.exists(xdp_file)
+                 and os.path.getmtime(xdp_file) >= float(rc[2]))
+        if r.xdp_insn and fresh:
+            kd["xdpchain"] = {x["name"]: {"insns_per_packet": x["insns_per_packet"],
+                                          "added_per_hop": x["added_per_hop"],
+                                          "spread": x["spread"], "runs": x["runs"]}
+                              for x in r.xdp_insn.get("rows", [])}
+        doc["kernels"][k] = kd
+    with open(os.path.join(out, "insn.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -582,6 +751,12 @@ def main():
                          + (", ".join(f"{ph}: exit {v[0]} after {v[1]} s, {r.vcpus[ph]} vCPU"
                                       for ph, v in r.rc.items()) or "none"))
     lines.append("")
+    for k, r in runs.items():
+        src = os.path.join(raw, k, "insn-profile.md")
+        if r.insn_base and os.path.exists(src):
+            shutil.copyfile(src, os.path.join(out, f"insn-profile-{k}.md"))
+            r.insn_meta["profile_copied"] = True
+    write_insn_json(runs, out, meta)
     headline_section(runs, lines)
     trigger_section(runs, out, lines)
     attach_section(runs, out, lines)

@@ -8,8 +8,8 @@
 #   --quick      short samples, few functions: checks the harness end to end in minutes;
 #                writes to build/bench-quick/ so the committed results stay as they are
 #   --kernels    which kernels to boot (default: ours stock-7.3 stock-6.12)
-#   --phases     guest phases (bench/guest.sh; default "rates attach all allpf",
-#                quick: "rates attach")
+#   --phases     guest phases (bench/guest.sh; default "insn rates attach all allpf",
+#                quick: "insn rates attach")
 #   --no-others  skips the other bench/*/run.sh
 #   --others     which of them (default: procmap symcheck xdp xdpchain batchsym trace-attach)
 #   --no-guests  only the other benchmarks (and the report from raw/)
@@ -77,12 +77,17 @@ kernel_facts() {
 	ours)
 		img=$kout/arch/x86/boot/bzImage
 		echo "image: bzImage sha256 $(sha256sum "$img" | cut -c1-16), built $(date -u -r "$img" '+%Y-%m-%d %H:%M UTC')"
+		echo "image sha256: $(sha256sum "$img" | cut -d' ' -f1)"
+		# the newest kernel tree commit at the image's build time (the build leaves no stamp)
+		echo "kernel commit: $(git -C "$cache/linux" rev-list -1 --before="@$(stat -c %Y "$img")" HEAD 2>/dev/null || echo unknown) (kernel tree HEAD's newest commit older than the image)"
 		echo "tree: kernel tree HEAD when the benchmark ran (the image may be older): $(git -C "$cache/linux" log -1 --format='%h %s' 2>/dev/null || echo unknown), $(git -C "$cache/linux" rev-list --count base..HEAD 2>/dev/null || echo '?') commits on base"
 		echo "config: x86_64_defconfig + kvm_guest.config + kernel/config/bpfmux.config (.config sha256 $(sha256sum "$kout/.config" 2>/dev/null | cut -c1-16))"
 		;;
 	stock-*)
 		d=$cache/images/$k
 		echo "image: Debian $(cat "$d/PACKAGES" 2>/dev/null || echo '?') ($(cat "$d/VERSION" 2>/dev/null || echo '?'))"
+		echo "image sha256: $(sha256sum "$d/vmlinuz" 2>/dev/null | cut -d' ' -f1)"
+		echo "kernel commit: none (Debian package $(cat "$d/VERSION" 2>/dev/null || echo '?'))"
 		echo "config: Debian's"
 		;;
 	*) echo "image: $k" ;;
@@ -91,16 +96,19 @@ kernel_facts() {
 
 # One boot per kernel and phase (bench/guest.sh): a phase that hangs, crashes or hits
 # its time limit costs only its own rows, which the report then names.
-declare -A limits=([rates]=1500 [attach]=1800 [all]=1200 [allpf]=900)
+declare -A limits=([insn]=1800 [rates]=1500 [attach]=1800 [all]=1200 [allpf]=900)
 # The attach phases patch up to tens of thousands of call sites; with a second vCPU
 # running through them, QEMU TCG can oops on a half-written int3 (kernel/README "Known
 # issues", seen in the kretprobe.multi-all row and at 10,000 functions), so they boot
 # with one vCPU. The trigger rows keep two: the producer and the rest of the system.
-declare -A vcpus=([rates]=2 [attach]=1 [all]=1 [allpf]=1)
-[ -n "$quick" ] && limits=([rates]=600 [attach]=600)
+# The insn phase counts instructions with the QEMU plugin (vm/insn) and runs its two vCPUs
+# in one host thread: no vCPU runs while the other patches kernel text (its -all rows).
+declare -A vcpus=([insn]=2 [rates]=2 [attach]=1 [all]=1 [allpf]=1)
+declare -A vm_opts=([insn]="--insn --single-thread")
+[ -n "$quick" ] && limits=([insn]=900 [rates]=600 [attach]=600)
 if [ -z "$phase_list" ]; then
-	phase_list="rates attach all allpf"
-	[ -n "$quick" ] && phase_list="rates attach"
+	phase_list="insn rates attach all allpf"
+	[ -n "$quick" ] && phase_list="insn rates attach"
 fi
 [ -n "$guests" ] || kernels=
 for k in $kernels; do
@@ -111,10 +119,12 @@ for k in $kernels; do
 		limit=${limits[$phase]:?unknown phase $phase}
 		# only this phase's files: other phases may come from another run
 		rm -f "$dir"/*-"$phase".* "$dir/vm-$phase"*
+		[ "$phase" = insn ] && rm -f "$dir/insn-profile.md"
 		for attempt in 1 2; do
 			say "$k: phase $phase (attempt $attempt, ${vcpus[$phase]} vCPU, at most $limit s)"
 			start=$(date +%s)
-			vm/run --kernel "$k" --smp "${vcpus[$phase]}" --timeout "$limit" -- \
+			read -ra opts <<<"${vm_opts[$phase]:-}"
+			vm/run --kernel "$k" --smp "${vcpus[$phase]}" "${opts[@]}" --timeout "$limit" -- \
 				"$repo/bench/guest.sh" "$dir" "$phase" $quick >"$dir/vm-$phase.log" 2>&1
 			rc=$?
 			echo "$rc $(($(date +%s) - start)) ${vcpus[$phase]}" >"$dir/vm-$phase.rc"
@@ -131,6 +141,11 @@ for k in $kernels; do
 			say "$k: phase $phase: guest run exited $rc (log: $dir/vm-$phase.log)"
 			grep -v '^\[' "$dir/vm-$phase.log" | tail -n 15 >&2
 			failed=1
+		fi
+		# the counts are the point of this phase: show them as they come
+		if [ "$phase" = insn ] && [ -f "$dir/trigger-insn.log" ]; then
+			say "$k: instructions per call:"
+			sed -n '/^instructions per target call/,$p' "$dir/trigger-insn.log" | tr -d '\r' >&2
 		fi
 	done
 done
@@ -157,6 +172,10 @@ if [ -n "$others" ]; then
 			say "$name: $script exited $rc (log: $log)"
 			tail -n 10 "$log" >&2
 			failed=1
+		elif [ "$name" = xdpchain ]; then
+			say "xdpchain: instructions per packet:"
+			sed -n '/^## Instructions per packet/,/^## Wall time/p' "$out/xdpchain.md" |
+				grep -E '^([|]|- )' >&2
 		fi
 	done
 fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Host-side checks for the Rust workspace: formatting, lints, tests.
+# Host-side checks for the Rust workspace: formatting, lints, tests; and the build of the
+# instruction-counting QEMU plugin (tests/insn-plugin.sh).
 # Needs: Rust toolchain (rustfmt, clippy), clang, libelf-dev, zlib1g-dev,
 # pkg-config. Run as root for the full test set (feature probes, the
 # cross-user ptrace test); exits non-zero on any failure.
@@ -12,3 +13,5 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== instruction counter plugin (tests/insn-plugin.sh)"
+tests/insn-plugin.sh

@@ -53,6 +53,9 @@ else
 	failed=$((failed + 1)); echo "FAIL no timeout report in: $last_out"
 fi
 
+expect "--single-thread (both vCPUs in one host thread) boots both vCPUs" 0 \
+	"$run" --single-thread -- sh -c 'test "$(nproc)" = 2'
+
 expect "a missing kernel is an error" 125 "$run" --kernel /nonexistent/bzImage -- true
 
 echo "vm-runner: $passed passed, $failed failed"

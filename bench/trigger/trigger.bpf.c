@@ -25,6 +25,32 @@ int driver(void *ctx)
 	return 0;
 }
 
+/*
+ * --insn: drivers making INSN_CALLS and 2 × INSN_CALLS calls. Windows around one run of
+ * each differ only in INSN_CALLS target calls: the syscall path (and the hooks an -all
+ * row puts on the functions along it) cancels. Fewer calls than BATCH keep the windows
+ * short, so fewer of them catch a timer tick. Constant loops: the verifier rejects a loop
+ * bounded by a variable this long.
+ */
+SEC("?raw_tp")
+int insn_driver(void *ctx)
+{
+	/* the same loop in both, not unrolled: their difference is INSN_CALLS iterations */
+#pragma clang loop unroll(disable)
+	for (int i = 0; i < INSN_CALLS; i++)
+		bpf_modify_return_test_tp(0);
+	return 0;
+}
+
+SEC("?raw_tp")
+int insn_driver2(void *ctx)
+{
+#pragma clang loop unroll(disable)
+	for (int i = 0; i < 2 * INSN_CALLS; i++)
+		bpf_modify_return_test_tp(0);
+	return 0;
+}
+
 /* kernel-count baseline: the driver's loop counting in place, nothing attached. */
 SEC("?raw_tp")
 int kernel_count(void *ctx)

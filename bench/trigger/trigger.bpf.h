@@ -8,6 +8,7 @@
 #include <bpf/bpf_tracing.h>
 
 #define BATCH 100
+#define INSN_CALLS 25	/* --insn: calls per counted driver run (and twice that) */
 #define NR_SLOTS 64
 
 /* Address of the target (kallsyms); the ftrace site may sit a few bytes in (endbr). */

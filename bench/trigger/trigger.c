@@ -12,6 +12,14 @@
  *
  * Rounds: each round measures every row once, rows in order; several rounds interleave
  * the rows so a slow phase of the (emulated, shared) machine hits all rows alike.
+ *
+ * --insn (under `vm/run --insn`, vm/insn/README.md): instead of timing, counts the guest
+ * instructions per target call: windows of one driver run making 25 and 50 calls, the
+ * most frequent count of each (windows a timer tick hit differ), their difference / 25;
+ * repeated, median and spread. The same driver with nothing attached is the baseline:
+ * a row's hook instructions are its count minus the baseline's. --profile FILE adds, per
+ * row, the kernel symbols of those 25 calls (the difference of two profile windows)
+ * next to the baseline's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,10 +37,13 @@
 #include <bpf/libbpf.h>
 #include "lib/check.h"
 #include "lib/funcs.h"
+#include "lib/insn.h"
 
 #define BATCH 100		/* target calls per driver run, as in trigger.bpf.h */
+#define INSN_CALLS 25		/* --insn: calls per counted run (and twice), as there */
 #define NR_SLOTS 64
 #define MAX_SAMPLES 256
+#define MAX_REPEATS 32
 #define TARGET "bpf_modify_return_test_tp"
 /* The series' fmod_ret multi attach type (kernel/README.md), after 7.3's last (61). */
 #define ATTACH_FMODRET_MULTI 62
@@ -44,6 +55,7 @@
 
 enum how {
 	USER_COUNT, KERNEL_COUNT, SYSCALL_COUNT,	/* baselines, nothing attached */
+	DRIVER_ONLY,		/* --insn baseline: the driver alone */
 	ATTACH_AUTO,		/* bpf_program__attach(): fentry/fexit/fmod_ret/fsession/tp/raw_tp */
 	ATTACH_KPROBE, ATTACH_KRETPROBE,
 	ATTACH_KPROBE_MULTI, ATTACH_KRETPROBE_MULTI,
@@ -67,6 +79,12 @@ struct row {
 	int nsamples;
 	double attach_s;
 	size_t funcs;
+	/* --insn results: instructions per target call, one per repeat */
+	double insn[MAX_REPEATS];
+	int ninsn;
+	int hits, windows;	/* undisturbed windows (count = mode) of all windows */
+	int unclear;		/* repeats whose modes did not become clear */
+	struct insn_prof prof;	/* --profile: INSN_CALLS calls, folded */
 };
 
 static struct row rows[] = {
@@ -101,12 +119,17 @@ static struct row rows[] = {
 
 static const char *backend_name[] = { "", "per-function", "global" };
 
+/* --insn: the driver with nothing attached, measured first */
+static struct row baseline = { "baseline (driver, nothing attached)", DRIVER_ONLY };
+
 static struct {
 	double duration;
 	int samples, warmup, rounds, max_args;
 	const char *json;
 	char dir[4096];		/* where the .bpf.o files are */
-} opt = { 1.0, 3, 1, 3, 12 };
+	int insn, insn_windows, insn_repeats;
+	const char *profile;
+} opt = { 1.0, 3, 1, 3, 12, .insn_windows = 15, .insn_repeats = 3 };
 
 static unsigned long target_addr;
 static __u32 target_id;
@@ -166,18 +189,20 @@ struct loaded {
 	struct bpf_program *driver, *prog;
 	volatile __u64 *hits;		/* the row program's counters (mmap'ed .bss) */
 	struct bpf_link *link;
+	struct bpf_program *insn_driver[3];	/* --insn: by multiple of INSN_CALLS (1, 2) */
 };
 
-static volatile __u64 *bss_hits(struct bpf_object *obj)
+/* The mmap'ed global data section whose map name ends with @suffix (.bss, .data). */
+static void *global_data(struct bpf_object *obj, const char *suffix)
 {
+	size_t sl = strlen(suffix), sz;
 	struct bpf_map *m;
-	size_t sz;
 
 	bpf_object__for_each_map(m, obj) {
 		const char *n = bpf_map__name(m);
 		size_t l = strlen(n);
 
-		if (l >= 4 && !strcmp(n + l - 4, ".bss"))
+		if (l >= sl && !strcmp(n + l - sl, suffix))
 			return bpf_map__initial_value(m, &sz);
 	}
 	return NULL;
@@ -322,17 +347,21 @@ static int attach_row(struct row *r, struct loaded *l)
 
 static int load_row(struct row *r, struct loaded *l)
 {
-	const char *main_progs[] = { "driver", NULL, NULL };
+	const char *main_progs[] = { "driver", NULL, NULL, NULL, NULL };
 	const char *sess_progs[] = { r->prog, NULL };
-	int err;
+	int err, n = 1;
 
 	memset(l, 0, sizeof(*l));
 	if (r->how == USER_COUNT || r->how == SYSCALL_COUNT)
 		return 0;
 	if (r->how == KERNEL_COUNT)
 		main_progs[0] = r->prog;
-	else if (!r->session)
-		main_progs[1] = r->prog;
+	else if (!r->session && r->how != DRIVER_ONLY)
+		main_progs[n++] = r->prog;
+	if (opt.insn) {
+		main_progs[n++] = "insn_driver";
+		main_progs[n++] = "insn_driver2";
+	}
 	l->obj = open_obj("trigger.bpf.o", main_progs);
 	if (!l->obj) {
 		snprintf(r->status, sizeof(r->status), "error: open trigger.bpf.o: %s",
@@ -348,7 +377,7 @@ static int load_row(struct row *r, struct loaded *l)
 		}
 	}
 	l->driver = bpf_object__find_program_by_name(l->obj, main_progs[0]);
-	l->prog = r->how == KERNEL_COUNT ? NULL :
+	l->prog = r->how == KERNEL_COUNT || r->how == DRIVER_ONLY ? NULL :
 		  bpf_object__find_program_by_name(r->session ? l->sobj : l->obj, r->prog);
 	if (r->how == ATTACH_AUTO && (!strcmp(r->name, "fentry") || !strcmp(r->name, "fexit") ||
 				      !strcmp(r->name, "fmodret") || !strcmp(r->name, "fsession")))
@@ -370,10 +399,18 @@ static int load_row(struct row *r, struct loaded *l)
 			return -1;
 		}
 	}
-	l->hits = bss_hits(r->session ? l->sobj : l->obj);
+	l->hits = global_data(r->session ? l->sobj : l->obj, ".bss");
 	if (!l->hits) {
 		snprintf(r->status, sizeof(r->status), "error: no .bss counters");
 		return -1;
+	}
+	if (opt.insn) {
+		l->insn_driver[1] = bpf_object__find_program_by_name(l->obj, "insn_driver");
+		l->insn_driver[2] = bpf_object__find_program_by_name(l->obj, "insn_driver2");
+		if (!l->insn_driver[1] || !l->insn_driver[2]) {
+			snprintf(r->status, sizeof(r->status), "error: no insn_driver programs");
+			return -1;
+		}
 	}
 	return attach_row(r, l);
 }
@@ -385,7 +422,7 @@ static int verify_row(struct row *r, struct loaded *l)
 	const int runs = 10;
 	__u64 before, got;
 
-	if (!l->driver)
+	if (!l->driver || r->how == DRIVER_ONLY)
 		return 0;
 	before = sum_hits(l->hits);
 	for (int i = 0; i < runs; i++) {
@@ -453,13 +490,94 @@ static int measure_row(struct row *r, struct loaded *l)
 	return 0;
 }
 
+/* --insn work: one test run making reps × INSN_CALLS target calls (reps 1 or 2). */
+struct drive {
+	int fd[3];	/* by reps: insn_driver, insn_driver2 */
+};
+
+static int drive(void *arg, unsigned int reps)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, topts);
+	struct drive *d = arg;
+
+	return bpf_prog_test_run_opts(d->fd[reps], &topts) ? errno : 0;
+}
+
+/*
+ * The two windows of a profile run different drivers (insn_driver, insn_driver2): one
+ * line for both, their difference being the loop around the extra INSN_CALLS calls.
+ */
+static void merge_drivers(struct insn_prof *p)
+{
+	const char *merged = "the driver's loop (bpf_prog_*_insn_driver2 - *_insn_driver)";
+	size_t to = 0, first = (size_t)-1;
+
+	for (size_t i = 0; i < p->n; i++) {
+		size_t l = strlen(p->sym[i].name);
+		int drv = (l > 12 && !strcmp(p->sym[i].name + l - 12, "_insn_driver")) ||
+			  (l > 13 && !strcmp(p->sym[i].name + l - 13, "_insn_driver2"));
+
+		if (drv && first != (size_t)-1) {
+			p->sym[first].count += p->sym[i].count;
+			continue;
+		}
+		p->sym[to] = p->sym[i];
+		if (drv) {
+			first = to;
+			snprintf(p->sym[to].name, sizeof(p->sym[to].name), "%s", merged);
+		}
+		to++;
+	}
+	p->n = to;
+}
+
+/*
+ * --insn: instructions per target call, opt.insn_repeats times; the profile after. The
+ * windows are one test run of INSN_CALLS and of 2 × INSN_CALLS calls: their difference
+ * is INSN_CALLS calls and nothing else (no syscall, no hooks along the syscall path).
+ */
+static int measure_insn(struct row *r, struct loaded *l)
+{
+	struct drive d = { { -1, l->insn_driver[1] ? bpf_program__fd(l->insn_driver[1]) : -1,
+			     l->insn_driver[2] ? bpf_program__fd(l->insn_driver[2]) : -1 } };
+	struct insn_estimate e;
+
+	if (r->how == KERNEL_COUNT) {
+		snprintf(r->status, sizeof(r->status), "not counted with --insn (a wall-time "
+			 "baseline; the baseline here is the driver alone)");
+		return -1;
+	}
+	if (d.fd[1] < 0 || d.fd[2] < 0) {
+		snprintf(r->status, sizeof(r->status), "not counted with --insn (no BPF driver)");
+		return -1;
+	}
+	drive(&d, 1);	/* warm: first-run page faults and lazy setup stay out */
+	drive(&d, 2);
+	for (int i = 0; i < opt.insn_repeats && r->ninsn < MAX_REPEATS; i++) {
+		if (insn_per_rep(drive, &d, 1, 2, opt.insn_windows, &e)) {
+			snprintf(r->status, sizeof(r->status), "error: counting instructions "
+				 "(see stderr)");
+			return -1;
+		}
+		r->insn[r->ninsn++] = e.per_rep / INSN_CALLS;
+		r->hits += e.lo.hits + e.hi.hits;
+		r->windows += e.lo.samples + e.hi.samples;
+		r->unclear += !e.clear;
+	}
+	if (opt.profile && insn_profile_diff(drive, &d, 1, 2, &r->prof))
+		fprintf(stderr, "trigger: %s: no profile\n", r->name);
+	merge_drivers(&r->prof);
+	return 0;
+}
+
 static void run_row(struct row *r)
 {
 	struct loaded l;
 
 	if (r->failed)
 		return;		/* not available, or broken: said once, not retried */
-	if (load_row(r, &l) || verify_row(r, &l) || measure_row(r, &l))
+	if (load_row(r, &l) || verify_row(r, &l) ||
+	    (opt.insn ? measure_insn(r, &l) : measure_row(r, &l)))
 		r->failed = 1;
 	unload(&l);
 	r->done = 1;
@@ -536,6 +654,53 @@ static void print_table(void)
 	}
 }
 
+/* --insn: per-call median and spread of a row's repeats; 0 if it has none. */
+static int insn_stats(const struct row *r, double *median, double *spread)
+{
+	double v[MAX_REPEATS];
+
+	if (r->failed || !r->ninsn)
+		return 0;
+	memcpy(v, r->insn, r->ninsn * sizeof(v[0]));
+	insn_median_spread(v, r->ninsn, median, spread);
+	return 1;
+}
+
+static void print_insn_table(void)
+{
+	double bm, bs, m, sp, sm, ssp;
+	char name[96];
+
+	if (!insn_stats(&baseline, &bm, &bs))
+		return;
+	printf("\ninstructions per target call (median of %d repeats; spread = (max - min) / "
+	       "median); hook = row - baseline\n", opt.insn_repeats);
+	printf("%-34s %10s %7s %9s %10s  %s\n", "row", "insns/call", "spread", "hook",
+	       "vs single", "undisturbed windows");
+	printf("%-34s %10.2f %6.2f%% %9s %10s  %d/%d\n", "baseline (nothing attached)", bm,
+	       100 * bs, "-", "-", baseline.hits, baseline.windows);
+	for (size_t i = 0; i < NR_ROWS; i++) {
+		const struct row *r = &rows[i], *s = find_single(r);
+
+		label(r, name, sizeof(name));
+		if (!r->done)
+			continue;
+		if (!insn_stats(r, &m, &sp)) {
+			printf("%-34s %s\n", name, r->status);
+			continue;
+		}
+		printf("%-34s %10.2f %6.2f%% %9.2f", name, m, 100 * sp, m - bm);
+		if (s && insn_stats(s, &sm, &ssp) && sm - bm > 0)
+			printf(" %9.3f×", (m - bm) / (sm - bm));
+		else
+			printf(" %10s", "");
+		printf("  %d/%d", r->hits, r->windows);
+		if (r->unclear)
+			printf(" (no clear mode in %d repeat(s): interrupts)", r->unclear);
+		putchar('\n');
+	}
+}
+
 static void json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
@@ -548,6 +713,23 @@ static void json_str(FILE *f, const char *s)
 			fputc(*s, f);
 	}
 	fputc('"', f);
+}
+
+/* A row's --insn result as JSON (null without one). */
+static void json_insn(FILE *f, const struct row *r)
+{
+	double m, sp;
+
+	if (!insn_stats(r, &m, &sp)) {
+		fputs("null", f);
+		return;
+	}
+	fprintf(f, "{\"per_call\": %.4f, \"spread\": %.6f, \"undisturbed\": %d, \"windows\": %d, "
+		"\"unclear\": %d, \"batch_calls\": [%d, %d], \"runs\": [", m, sp, r->hits, r->windows,
+		r->unclear, INSN_CALLS, 2 * INSN_CALLS);
+	for (int j = 0; j < r->ninsn; j++)
+		fprintf(f, "%s%.4f", j ? ", " : "", r->insn[j]);
+	fputs("]}", f);
 }
 
 /*
@@ -567,8 +749,10 @@ static int write_json(const char *path, const struct row *running)
 	fprintf(f, "{\"kernel\": ");
 	json_str(f, u.release);
 	fprintf(f, ", \"target\": \"%s\", \"batch\": %d, \"duration_s\": %g, \"samples\": %d, "
-		"\"warmup\": %d, \"rounds\": %d, \"cpus\": %ld,\n \"rows\": [\n", TARGET, BATCH,
-		opt.duration, opt.samples, opt.warmup, opt.rounds, sysconf(_SC_NPROCESSORS_ONLN));
+		"\"warmup\": %d, \"rounds\": %d, \"cpus\": %ld, \"mode\": \"%s\", "
+		"\"insn_windows\": %d, \"insn_repeats\": %d,\n \"rows\": [\n", TARGET, BATCH,
+		opt.duration, opt.samples, opt.warmup, opt.rounds, sysconf(_SC_NPROCESSORS_ONLN),
+		opt.insn ? "insn" : "time", opt.insn_windows, opt.insn_repeats);
 	for (size_t i = 0, first = 1; i < NR_ROWS; i++) {
 		const struct row *r = &rows[i];
 		double m, sd;
@@ -589,10 +773,46 @@ static int write_json(const char *path, const struct row *running)
 			"\"samples\": [", r->funcs, r->attach_s, m, sd);
 		for (int j = 0; j < r->nsamples; j++)
 			fprintf(f, "%s%.6f", j ? ", " : "", r->samples[j]);
-		fprintf(f, "]}");
+		fprintf(f, "], \"insn\": ");
+		json_insn(f, r);
+		fprintf(f, "}");
 		first = 0;
 	}
-	fprintf(f, "\n ]}\n");
+	fprintf(f, "\n ], \"insn_baseline\": ");
+	json_insn(f, &baseline);
+	fprintf(f, "}\n");
+	return close_synced(f);
+}
+
+/* --profile: per row, the symbols of one undisturbed window next to the baseline's. */
+static int write_profiles(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	struct utsname u;
+	char name[96];
+
+	if (!f) {
+		perror(path);
+		return -1;
+	}
+	uname(&u);
+	fprintf(f, "# Instructions per target call by kernel symbol: %s\n\n", u.release);
+	fprintf(f, "The instructions of %d calls of `%s` by `/proc/kallsyms` symbol, divided by %d: "
+		"the profile of an undisturbed window of one driver run making %d calls minus one "
+		"making %d (`bench/trigger --insn --profile`, QEMU plugin `vm/insn`), so the "
+		"syscall around them cancels; next to it the same driver with nothing attached. "
+		"The difference is where the hook's instructions go. Emulated guest: counts are "
+		"exact for this kernel build, not timings.\n", INSN_CALLS, TARGET, INSN_CALLS,
+		2 * INSN_CALLS, INSN_CALLS);
+	for (size_t i = 0; i < NR_ROWS; i++) {
+		const struct row *r = &rows[i];
+
+		if (!r->done || r->failed || !r->prof.n)
+			continue;
+		fprintf(f, "\n## %s\n\n", label(r, name, sizeof(name)));
+		insn_prof_print(f, &r->prof, INSN_CALLS, "insns/call", &baseline.prof, INSN_CALLS,
+				"nothing attached", 25);
+	}
 	return close_synced(f);
 }
 
@@ -610,10 +830,16 @@ static void usage(const char *argv0)
 		"  --quick        --duration 0.2 --samples 2 --warmup 1 --rounds 1\n"
 		"  --max-args N   -all rows: functions with up to N arguments (default 12)\n"
 		"  --json FILE    also write the results as JSON\n"
+		"  --insn         count instructions per call instead of timing (needs `vm/run --insn`)\n"
+		"  --insn-windows N  --insn: windows per batch size and repeat (default 15)\n"
+		"  --insn-repeats N  --insn: repeats, median and spread over them (default 3)\n"
+		"  --profile FILE --insn: also the kernel symbols of one call per row (Markdown)\n"
 		"  --list         print the row names\n"
 		"examples:\n"
 		"  %s --quick fentry fentry.multi/global\n"
-		"  %s --json /tmp/trigger.json\n", argv0, argv0, argv0);
+		"  %s --json /tmp/trigger.json\n"
+		"  vm/run --insn -- %s --insn --profile /tmp/prof.md fentry fentry.multi\n",
+		argv0, argv0, argv0, argv0);
 }
 
 int main(int argc, char **argv)
@@ -642,6 +868,14 @@ int main(int argc, char **argv)
 			opt.max_args = atoi(v), i++;
 		} else if (!strcmp(a, "--json") && v) {
 			opt.json = v, i++;
+		} else if (!strcmp(a, "--insn")) {
+			opt.insn = 1;
+		} else if (!strcmp(a, "--insn-windows") && v) {
+			opt.insn_windows = atoi(v), i++;
+		} else if (!strcmp(a, "--insn-repeats") && v) {
+			opt.insn_repeats = atoi(v), i++;
+		} else if (!strcmp(a, "--profile") && v) {
+			opt.profile = v, i++;
 		} else if (!strcmp(a, "--list")) {
 			for (size_t j = 0; j < NR_ROWS; j++)
 				printf("%s%s%s\n", rows[j].name, rows[j].backend ? "/" : "",
@@ -675,6 +909,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trigger: bad --duration/--samples/--warmup/--rounds\n");
 		return 2;
 	}
+	if (opt.insn_windows < 1 || opt.insn_repeats < 1 || opt.insn_repeats > MAX_REPEATS ||
+	    (opt.profile && !opt.insn)) {
+		fprintf(stderr, "trigger: bad --insn-windows/--insn-repeats (1-%d), or --profile "
+			"without --insn\n", MAX_REPEATS);
+		return 2;
+	}
+	/* counting: one CPU, the driver runs in this thread; each row once, repeats inside */
+	if (opt.insn && (insn_open() || insn_pin()))
+		return 1;
+	if (opt.insn)
+		opt.rounds = 1;
 	prog_dir(opt.dir, sizeof(opt.dir), argv[0]);
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 	/* libbpf's own warnings would repeat what each row's status says */
@@ -688,10 +933,22 @@ int main(int argc, char **argv)
 	}
 	target_id = btf__find_by_name_kind(btf, TARGET, BTF_KIND_FUNC);
 	btf__free(btf);
-	printf("trigger: target %s at %#lx, %d calls per driver run, %d round(s) of %d × %.2f s "
-	       "samples (+%d warm-up)\n", TARGET, target_addr, BATCH, opt.rounds, opt.samples,
-	       opt.duration, opt.warmup);
+	if (opt.insn)
+		printf("trigger: target %s at %#lx, counting instructions: %d repeats of %d or more "
+		       "windows of one driver run making %d and %d calls\n", TARGET, target_addr,
+		       opt.insn_repeats, opt.insn_windows, INSN_CALLS, 2 * INSN_CALLS);
+	else
+		printf("trigger: target %s at %#lx, %d calls per driver run, %d round(s) of %d × "
+		       "%.2f s samples (+%d warm-up)\n", TARGET, target_addr, BATCH, opt.rounds,
+		       opt.samples, opt.duration, opt.warmup);
 	fflush(stdout);
+	if (opt.insn) {
+		run_row(&baseline);
+		if (baseline.failed) {
+			fprintf(stderr, "trigger: the baseline: %s\n", baseline.status);
+			return 1;
+		}
+	}
 
 	for (size_t j = 0; j < NR_ROWS; j++)
 		rows[j].done = selected ? (rows[j].done == -1 ? 0 : -2) : 0;
@@ -716,8 +973,13 @@ int main(int argc, char **argv)
 		if (rows[j].done && rows[j].failed && !strncmp(rows[j].status, "error", 5))
 			bad++;
 	}
-	print_table();
+	if (opt.insn)
+		print_insn_table();
+	else
+		print_table();
 	if (opt.json && write_json(opt.json, NULL))
+		return 1;
+	if (opt.profile && write_profiles(opt.profile))
 		return 1;
 	func_set_free(&all_set);
 	return bad ? 1 : 0;

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Builds the XDP chain-call benchmark against the kernel tree's libbpf, runs it in one
-# guest boot of our kernel and writes $BENCH_OUT/xdpchain.md (default bench/results/).
+# Builds the XDP chain-call benchmark against the kernel tree's libbpf, runs it in two
+# guest boots of our kernel (timed; instructions counted with the QEMU plugin, vm/insn)
+# and writes $BENCH_OUT/xdpchain.md (default bench/results/), the per-symbol profile of a
+# hop to $BENCH_OUT/insn-profile-xdpchain.md and the counts to
+# $BENCH_OUT/raw/ours/xdpchain-insn.json.
 #
 #   bench/xdpchain/run.sh [--quick] [TRIALS [REPEAT]]     defaults 9 and 200000
 #     --quick   3 trials of 20000 runs, into build/bench-quick/ unless BENCH_OUT is set
@@ -24,15 +27,19 @@ else
 	repeat=${2:-200000}
 	args="$trials $repeat"
 fi
+insn_trials=3	# the counts do not vary (vm/insn/README.md); three show that they do not
 case $trials$repeat in
 *[!0-9]*) echo "bench/xdpchain: TRIALS and REPEAT must be numbers (see the header of $0)" >&2; exit 2 ;;
 esac
 make -s -C bench CACHE="$cache" KOUT="$kout"
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+out=$(mktemp) insn=$(mktemp)
+trap 'rm -f "$out" "$insn"' EXIT
 vm/run --timeout 1200 --kernel "$kout/arch/x86/boot/bzImage" -- \
 	sh -c "uname -r; build/bench/xdpchain $trials $repeat" >"$out"
-mkdir -p "$out_dir"
+mkdir -p "$out_dir/raw/ours"
+vm/run --insn --single-thread --timeout 1200 --kernel "$kout/arch/x86/boot/bzImage" -- \
+	build/bench/xdpchain --insn $insn_trials --json "$out_dir/raw/ours/xdpchain-insn.json" \
+	--profile "$out_dir/insn-profile-xdpchain.md" >"$insn"
 {
 	echo "# XDP chain calls: per-packet cost"
 	echo
@@ -40,8 +47,19 @@ mkdir -p "$out_dir"
 	echo
 	echo "- guest kernel: $(head -n1 "$out") (QEMU TCG, everything emulated: compare rows, not absolute ns)"
 	echo "- host: $(nproc) cores, load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "- method: BPF_PROG_TEST_RUN with repeat on a 64-byte packet, pinned to one vCPU;"
-	echo "  the kernel reports mean ns per run; rows interleaved per trial"
+	echo "- method: BPF_PROG_TEST_RUN with repeat on a 64-byte packet, pinned to one vCPU"
+	echo
+	echo "## Instructions per packet"
+	echo
+	echo "Same rows, same guest kernel, counted by the QEMU plugin (\`vm/insn\`, \`vm/run --insn"
+	echo "--single-thread\`) in a second boot; the per-symbol profile of one packet through a"
+	echo "hop is in [insn-profile-xdpchain.md](insn-profile-xdpchain.md)."
+	echo
+	cat "$insn"
+	echo
+	echo "## Wall time"
+	echo
+	echo "The kernel reports mean ns per run; rows interleaved per trial."
 	echo
 	tail -n +2 "$out"
 } >"$out_dir/xdpchain.md"

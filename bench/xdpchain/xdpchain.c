@@ -14,11 +14,18 @@
  *   8 x PASS -> DROP, kernel chain        per-hop slope over a long chain
  *
  *   xdpchain [TRIALS [REPEAT]]            defaults 9 and 200000
+ *   xdpchain --insn [TRIALS] [--json FILE] [--profile FILE]     (under `vm/run --insn`)
  *
  * Rows are measured in turn within each trial, so drift hits all of them
  * alike; each row reports the median and the minimum over the trials, and the
  * derived per-hop costs and ratios use the minimums. Output is a markdown table; exit
  * status 1 if a kernel without chain calls is found (the chain rows cannot run).
+ *
+ * --insn counts guest instructions per packet instead (vm/insn/README.md): windows of
+ * INSN_K1 and INSN_K2 test runs (`repeat`), the most frequent count of each, difference
+ * / (K2 - K1); a median over TRIALS (default 3) with its spread. --profile writes the
+ * kernel symbols of one packet through the chain hop and the tail call next to the
+ * single program's (also from the difference of two window sizes).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,9 +35,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <net/if.h>
+#include <sys/utsname.h>
 #include <linux/if_ether.h>
+#include <linux/if_link.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "lib/insn.h"
 
 #ifndef bpf_prog_chain_opts__last_field
 int main(void)
@@ -62,6 +73,13 @@ static struct bpf_object *obj, *ext_obj;
 static int drop_fd, drop2_fd, pass_fd, pass2_fd, tail_fd, disp_fd;
 static int long_fds[LONG_HOPS];
 static unsigned int repeat;
+
+/* --insn: window sizes in packets; profiles of the first trial (rows that have one) */
+#define INSN_K1 8
+#define INSN_K2 40
+#define INSN_WINDOWS 15
+static int insn_mode, insn_profiling, insn_unclear;
+static struct insn_prof insn_profiles[NR_ROWS];
 
 static void die(const char *what)
 {
@@ -173,13 +191,71 @@ static void chain_del(int prog, __u32 retval, __u32 flags)
 	}
 }
 
-/* Mean ns per run of @fd over `repeat` runs; checks the verdict. */
-static double measure(int fd, const char *what)
+/* --insn work: one test run of `reps` packets, verdict checked. */
+struct xdp_work {
+	int fd;
+	const char *what;
+};
+
+static int run_packets(void *arg, unsigned int reps)
 {
+	struct xdp_work *x = arg;
+	unsigned char pkt[64] = { [12] = 0x08 };
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = sizeof(pkt),
+		    .repeat = reps);
+
+	if (bpf_prog_test_run_opts(x->fd, &opts))
+		return errno ? errno : -1;
+	return opts.retval == XDP_DROP ? 0 : -2;
+}
+
+/*
+ * --insn: instructions per packet of @fd (row @r: profiled on the first trial).
+ *
+ * A test run of more than one packet adds the program to the kernel's XDP dispatcher
+ * and takes it out at the end, each change waiting for an RCU grace period: thousands
+ * of instructions that differ from run to run. Attached to lo (generic XDP) while it
+ * is counted, the program stays in the dispatcher and the runs leave it alone; the
+ * dispatcher holds the same programs as during a timed run.
+ */
+static double measure_insn(int r, int fd, const char *what)
+{
+	struct xdp_work x = { fd, what };
+	struct insn_estimate e;
+	int lo = if_nametoindex("lo");
+
+	if (!lo || bpf_xdp_attach(lo, fd, XDP_FLAGS_SKB_MODE, NULL)) {
+		fprintf(stderr, "xdpchain bench: %s: attaching to lo (generic XDP) to keep it in the "
+			"dispatcher: %s\n", what, strerror(errno));
+		exit(1);
+	}
+	if (insn_per_rep(run_packets, &x, INSN_K1, INSN_K2, INSN_WINDOWS, &e)) {
+		fprintf(stderr, "xdpchain bench: %s: counting instructions failed\n", what);
+		exit(1);
+	}
+	if (!e.clear)
+		insn_unclear++;
+	if (insn_profiling && (r == SINGLE || r == CHAIN || r == TAIL_CALL) &&
+	    !insn_profiles[r].n &&
+	    insn_profile_diff(run_packets, &x, INSN_K1, INSN_K2, &insn_profiles[r]))
+		fprintf(stderr, "xdpchain bench: %s: no profile\n", what);
+	if (bpf_xdp_detach(lo, XDP_FLAGS_SKB_MODE, NULL)) {
+		fprintf(stderr, "xdpchain bench: detaching from lo: %s\n", strerror(errno));
+		exit(1);
+	}
+	return e.per_rep;
+}
+
+/* Mean ns per run of @fd over `repeat` runs (instructions per packet with --insn). */
+static double measure_row(int r, int fd)
+{
+	const char *what = row_names[r];
 	unsigned char pkt[64] = { [12] = 0x08 };	/* an IPv4 ethertype, zeros else */
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = sizeof(pkt),
 		    .repeat = repeat);
 
+	if (insn_mode)
+		return measure_insn(r, fd, what);
 	if (bpf_prog_test_run_opts(fd, &opts))
 		die(what);
 	if (opts.retval != XDP_DROP) {
@@ -193,24 +269,24 @@ static double measure(int fd, const char *what)
 static void measure_trial(double *t)
 {
 	/* No entry anywhere: the key is off. */
-	t[SINGLE] = measure(drop_fd, row_names[SINGLE]);
-	t[TAIL_CALL] = measure(tail_fd, row_names[TAIL_CALL]);
-	t[DISPATCHER] = measure(disp_fd, row_names[DISPATCHER]);
+	t[SINGLE] = measure_row(SINGLE, drop_fd);
+	t[TAIL_CALL] = measure_row(TAIL_CALL, tail_fd);
+	t[DISPATCHER] = measure_row(DISPATCHER, disp_fd);
 
 	/* An unrelated chain turns the key on for every XDP program. */
 	chain_add(pass2_fd, XDP_PASS, drop2_fd, 0);
-	t[SINGLE_KEY_ON] = measure(drop_fd, row_names[SINGLE_KEY_ON]);
+	t[SINGLE_KEY_ON] = measure_row(SINGLE_KEY_ON, drop_fd);
 
 	chain_add(pass_fd, XDP_PASS, drop_fd, 0);
-	t[CHAIN] = measure(pass_fd, row_names[CHAIN]);
+	t[CHAIN] = measure_row(CHAIN, pass_fd);
 	chain_del(pass_fd, XDP_PASS, 0);
 	chain_add(pass_fd, 0, drop_fd, BPF_F_CHAIN_WILDCARD);
-	t[CHAIN_WILDCARD] = measure(pass_fd, row_names[CHAIN_WILDCARD]);
+	t[CHAIN_WILDCARD] = measure_row(CHAIN_WILDCARD, pass_fd);
 	chain_del(pass_fd, 0, BPF_F_CHAIN_WILDCARD);
 
 	for (int i = 0; i < LONG_HOPS; i++)
 		chain_add(long_fds[i], XDP_PASS, i + 1 < LONG_HOPS ? long_fds[i + 1] : drop_fd, 0);
-	t[CHAIN_LONG] = measure(long_fds[0], row_names[CHAIN_LONG]);
+	t[CHAIN_LONG] = measure_row(CHAIN_LONG, long_fds[0]);
 	for (int i = 0; i < LONG_HOPS; i++)
 		chain_del(long_fds[i], XDP_PASS, 0);
 
@@ -224,15 +300,122 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* --insn: the instruction table (Markdown on stdout), JSON and profiles. */
+static int report_insn(int trials, double t[][64], const char *json, const char *profile)
+{
+	double med[NR_ROWS], spread[NR_ROWS], hop[NR_ROWS], v[64];
+	struct utsname u;
+	FILE *f;
+
+	for (int r = 0; r < NR_ROWS; r++) {
+		memcpy(v, t[r], trials * sizeof(v[0]));
+		insn_median_spread(v, trials, &med[r], &spread[r]);
+	}
+	for (int r = 0; r < NR_ROWS; r++)
+		hop[r] = row_hops[r] ? (med[r] - med[SINGLE]) / row_hops[r] : 0;
+	printf("%d trials; guest instructions per packet (QEMU plugin `vm/insn`): in each trial the "
+	       "most frequent count of %d windows of %d and of %d packets (one test run each), "
+	       "difference / %d; median over the trials, spread = (max - min) / median.\n\n",
+	       trials, INSN_WINDOWS, INSN_K1, INSN_K2, INSN_K2 - INSN_K1);
+	printf("| case | hops | insns per packet | spread | added insns per hop | per hop vs tail call |\n");
+	printf("|---|---:|---:|---:|---:|---:|\n");
+	for (int r = 0; r < NR_ROWS; r++) {
+		printf("| %s | %d | %.2f | %.2f%% |", row_names[r], row_hops[r], med[r],
+		       100 * spread[r]);
+		if (row_hops[r])
+			printf(" %.2f | %.2f× |\n", hop[r], hop[r] / hop[TAIL_CALL]);
+		else
+			printf(" %+.2f (vs key off) | |\n", med[r] - med[SINGLE]);
+	}
+	printf("\n- kernel chain hop / tail call hop, instructions: %.2f× (exact), %.2f× (wildcard), "
+	       "%.2f× (8-hop slope)\n", hop[CHAIN] / hop[TAIL_CALL],
+	       hop[CHAIN_WILDCARD] / hop[TAIL_CALL], hop[CHAIN_LONG] / hop[TAIL_CALL]);
+	printf("- kernel chain hop / freplace dispatcher hop, instructions: %.2f×\n",
+	       hop[CHAIN] / hop[DISPATCHER]);
+	printf("- unchained program with the key on / key off, instructions: %.4f× (%+.2f)\n",
+	       med[SINGLE_KEY_ON] / med[SINGLE], med[SINGLE_KEY_ON] - med[SINGLE]);
+	if (insn_unclear)
+		printf("- %d measurement(s) found no clear most frequent count (interrupts in most "
+		       "windows): their rows may be off\n", insn_unclear);
+	uname(&u);
+	if (json) {
+		f = fopen(json, "w");
+		if (!f) {
+			perror(json);
+			return -1;
+		}
+		fprintf(f, "{\"kernel\": \"%s\", \"unit\": \"instructions per packet\", "
+			"\"windows\": %d, \"batch_packets\": [%d, %d], \"rows\": [\n", u.release,
+			INSN_WINDOWS, INSN_K1, INSN_K2);
+		for (int r = 0; r < NR_ROWS; r++) {
+			fprintf(f, "%s  {\"name\": \"%s\", \"hops\": %d, \"insns_per_packet\": %.4f, "
+				"\"spread\": %.6f, \"added_per_hop\": %.4f, \"runs\": [", r ? ",\n" : "",
+				row_names[r], row_hops[r], med[r], spread[r], hop[r]);
+			for (int i = 0; i < trials; i++)
+				fprintf(f, "%s%.4f", i ? ", " : "", t[r][i]);
+			fprintf(f, "]}");
+		}
+		fprintf(f, "\n]}\n");
+		if (fclose(f))
+			return -1;
+	}
+	if (profile) {
+		f = fopen(profile, "w");
+		if (!f) {
+			perror(profile);
+			return -1;
+		}
+		fprintf(f, "# XDP: instructions per packet by kernel symbol: %s\n\n"
+			"One packet's instructions by `/proc/kallsyms` symbol: the profile of an "
+			"undisturbed window of %d packets (one BPF_PROG_TEST_RUN) minus one of %d "
+			"packets, divided by %d (`bench/xdpchain/xdpchain --insn --profile`, QEMU plugin "
+			"`vm/insn`), next to the same for the single DROP program: the difference is "
+			"what the hop adds. Emulated guest: exact counts for this kernel build.\n",
+			u.release, INSN_K2, INSN_K1, INSN_K2 - INSN_K1);
+		for (int r = CHAIN; r <= TAIL_CALL; r += TAIL_CALL - CHAIN) {
+			fprintf(f, "\n## %s\n\n", row_names[r]);
+			if (!insn_profiles[r].n || !insn_profiles[SINGLE].n) {
+				fprintf(f, "no profile (an undisturbed window was not found; see the "
+					"run's log)\n");
+				continue;
+			}
+			insn_prof_print(f, &insn_profiles[r], INSN_K2 - INSN_K1, "insns/packet",
+					&insn_profiles[SINGLE], INSN_K2 - INSN_K1, "single DROP", 30);
+		}
+		if (fclose(f))
+			return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	int trials = argc > 1 ? atoi(argv[1]) : 9;
+	int trials = 0;
+	const char *json = NULL, *profile = NULL;
 	double t[NR_ROWS][64], med[NR_ROWS], min[NR_ROWS], hop[NR_ROWS];
 	cpu_set_t cpus;
 
-	repeat = argc > 2 ? strtoul(argv[2], NULL, 10) : 200000;
-	if (trials < 1 || trials > 64 || !repeat) {
-		fprintf(stderr, "usage: xdpchain [TRIALS (1-64) [REPEAT]]\n");
+	for (int i = 1, pos = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--insn"))
+			insn_mode = 1;
+		else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+			json = argv[++i];
+		else if (!strcmp(argv[i], "--profile") && i + 1 < argc)
+			profile = argv[++i];
+		else if (argv[i][0] == '-')
+			trials = -1;
+		else if (pos++ == 0)
+			trials = atoi(argv[i]);
+		else
+			repeat = strtoul(argv[i], NULL, 10);
+	}
+	if (!trials)
+		trials = insn_mode ? 3 : 9;
+	if (!repeat)
+		repeat = 200000;
+	if (trials < 1 || trials > 64 || ((json || profile) && !insn_mode)) {
+		fprintf(stderr, "usage: xdpchain [TRIALS (1-64) [REPEAT]]\n"
+			"       xdpchain --insn [TRIALS] [--json FILE] [--profile FILE]\n");
 		return 2;
 	}
 	libbpf_set_print(NULL);
@@ -240,6 +423,8 @@ int main(int argc, char **argv)
 	CPU_ZERO(&cpus);
 	CPU_SET(0, &cpus);
 	sched_setaffinity(0, sizeof(cpus), &cpus);
+	if (insn_mode && insn_open())
+		return 1;
 
 	setup();
 	{
@@ -256,6 +441,7 @@ int main(int argc, char **argv)
 
 		measure_trial(warm);	/* warm-up, also checks every verdict */
 	}
+	insn_profiling = !!profile;
 	for (int i = 0; i < trials; i++) {
 		double row[NR_ROWS];
 
@@ -264,6 +450,8 @@ int main(int argc, char **argv)
 			t[r][i] = row[r];
 		fprintf(stderr, "trial %d/%d done\n", i + 1, trials);
 	}
+	if (insn_mode)
+		return report_insn(trials, t, json, profile) ? 1 : 0;
 	for (int r = 0; r < NR_ROWS; r++) {
 		qsort(t[r], trials, sizeof(double), cmp_double);
 		med[r] = trials % 2 ? t[r][trials / 2] : (t[r][trials / 2 - 1] + t[r][trials / 2]) / 2;

@@ -19,20 +19,26 @@ fi
 # int3 from that patching and dies (kernel/README "Known issues"; a CI run died so in
 # xdpchain-stats). The other parts keep 2 vCPUs so the trampolines meet real SMP.
 one_cpu_parts="50 55"
+# The instruction counter's own checks need its QEMU plugin (vm/run --insn), which slows
+# everything else down: their own boot.
+insn_parts="15"
 two_cpu_parts=
 for f in "$here"/suite.d/*.sh; do
 	n=$(basename "$f" | cut -d- -f1)
-	[[ " $one_cpu_parts " == *" $n "* ]] || two_cpu_parts="$two_cpu_parts $n"
+	[[ " $one_cpu_parts $insn_parts " == *" $n "* ]] || two_cpu_parts="$two_cpu_parts $n"
 done
 
 passed=0 failed=0
-# boot KERNEL SMP PARTS...: one boot running suite.sh on those parts; adds to the counts
+# boot KERNEL SMP VM_RUN_OPTIONS PARTS...: one boot running suite.sh on those parts; adds
+# to the counts
 boot() {
-	local k=$1 smp=$2 log rc attempt counts p f
-	shift 2
+	local k=$1 smp=$2 log rc attempt counts p f opts
+	read -ra opts <<<"$3"
+	shift 3
 	log=$(mktemp)
 	for attempt in 1 2; do
-		"$repo/vm/run" --kernel "$k" --smp "$smp" --timeout 1500 -- "$here/suite.sh" "$k" "$@" 2>&1 |
+		"$repo/vm/run" --kernel "$k" --smp "$smp" "${opts[@]}" --timeout 1500 -- \
+			"$here/suite.sh" "$k" "$@" 2>&1 |
 			tee "$log"
 		rc=${PIPESTATUS[0]}
 		# A kernel that dies while booting, before suite.sh printed its first line, ran no
@@ -63,9 +69,11 @@ boot() {
 
 for k in "$@"; do
 	# shellcheck disable=SC2086 # the part lists are words
-	boot "$k" 2 $two_cpu_parts
+	boot "$k" 2 "" $two_cpu_parts
 	# shellcheck disable=SC2086
-	boot "$k" 1 $one_cpu_parts
+	boot "$k" 1 "" $one_cpu_parts
+	# shellcheck disable=SC2086
+	boot "$k" 2 "--insn --single-thread" $insn_parts
 done
 echo "guest: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Host checks of the instruction counter's build and loading (vm/insn; its counting is
+# checked in the guest: tests/guest/suite.d/15-insn.sh). Called by tests/host.sh.
+#   - vm/insn/build.sh fetches the header and builds a plugin exporting the plugin API
+#   - the installed qemu-system-x86_64 loads it; bad arguments are refused with our message
+#   - vm/run --insn fails with one clear line on a QEMU without plugin support and on a
+#     missing header
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0 passed=0
+
+ok() { echo "ok - $*"; passed=$((passed + 1)); }
+bad() { echo "FAIL - $*"; failed=$((failed + 1)); }
+check() { # check DESCRIPTION COMMAND...
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else bad "$what"; fi
+}
+one_line() { [ "$(grep -c . "$1")" = 1 ] && grep -q "$2" "$1"; }
+qemu_quit() { echo quit | timeout 60 qemu-system-x86_64 -machine none -nodefaults \
+	-display none -monitor stdio "$@" >"$tmp/qemu.out" 2>"$tmp/qemu.err"; }
+
+if ! so=$("$repo/vm/insn/build.sh" 2>"$tmp/build.err"); then
+	bad "vm/insn/build.sh builds the plugin: $(cat "$tmp/build.err")"
+	echo "insn-plugin checks: $passed passed, $failed failed"
+	exit 1
+fi
+ok "vm/insn/build.sh builds $so"
+check "a second build reuses the cached plugin" \
+	test "$("$repo/vm/insn/build.sh")" = "$so"
+syms=$(nm -D --defined-only "$so")
+check "the plugin exports qemu_plugin_install" \
+	grep -qw qemu_plugin_install <<<"$syms"
+check "... and qemu_plugin_version" grep -qw qemu_plugin_version <<<"$syms"
+check "the plugin needs no glib" eval "! ldd '$so' | grep -q glib"
+check "qemu-system-x86_64 loads it (out=FILE)" qemu_quit -plugin "$so,out=$tmp/out"
+check "the output file exists after loading" test -f "$tmp/out"
+qemu_quit -plugin "$so,bogus=1"
+check "an unknown argument is refused, saying which" grep -q "unknown argument 'bogus=1'" "$tmp/qemu.err"
+qemu_quit -plugin "$so"
+check "a missing out= is refused" grep -q "no output file" "$tmp/qemu.err"
+
+# vm/run --insn on a QEMU without plugin support: a stand-in that lacks -plugin in -help
+mkdir -p "$tmp/bin"
+: >"$tmp/bzImage"
+printf '#!/bin/sh\n[ "$1" = -help ] && echo "-kernel bzImage"\nexit 1\n' >"$tmp/bin/qemu-system-x86_64"
+chmod +x "$tmp/bin/qemu-system-x86_64"
+PATH=$tmp/bin:$PATH "$repo/vm/run" --kernel "$tmp/bzImage" --insn -- true 2>"$tmp/err"
+rc=$?
+check "vm/run --insn without plugin support: exit 125 (got $rc)" test "$rc" = 125
+check "... and one line saying so: $(head -c 200 "$tmp/err")" one_line "$tmp/err" 'no TCG plugin support'
+BPFMUX_QEMU_PLUGIN_H=$tmp/none/qemu-plugin.h "$repo/vm/run" --kernel "$tmp/bzImage" --insn -- true \
+	2>"$tmp/err"
+rc=$?
+check "vm/run --insn with the header missing: exit 125 (got $rc)" test "$rc" = 125
+check "... and one line saying so: $(head -c 200 "$tmp/err")" one_line "$tmp/err" 'qemu-plugin.h: no such file'
+
+echo "insn-plugin checks: $passed passed, $failed failed"
+[ "$failed" = 0 ]

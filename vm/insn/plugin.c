@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bpfmux instruction counter: a QEMU TCG plugin (plugin API version 1, QEMU 7.2) that
+ * counts the guest instructions each vCPU executes between two marker instructions the
+ * guest itself executes, and optionally which guest addresses they ran at.
+ *
+ * Markers. The 7.2 API cannot read guest registers and sees neither port I/O nor
+ * interrupts, but it gives every translated instruction's bytes. A marker is the
+ * 7-byte no-op `nopl 0x42504d00+ID(%rax)` (0f 1f 80 ID 4d 50 42): architecturally a
+ * NOP (no memory access, no flags), so a program that carries markers behaves the same
+ * without the plugin. ID (one byte):
+ *   1  BEGIN          start a window on this vCPU
+ *   3  BEGIN_PROFILE  start a window that also records the instructions' addresses
+ *   2  END            end this vCPU's window and append its record to the output file
+ * A window counts the instructions this vCPU executed from the BEGIN marker (included)
+ * to the END marker (excluded): everything the vCPU ran in between, interrupts and
+ * other tasks included. Two adjacent markers give 1.
+ *
+ * Output (out=PATH, appended; one write(2) per record, so a reader in the guest sees a
+ * whole record as soon as the END marker has executed):
+ *   window VCPU COUNT NPROF\n           then NPROF lines "VADDR_HEX EXECUTIONS\n"
+ *   error VCPU TEXT\n                   (END without BEGIN, a second profile, ...)
+ *
+ * Counting. Each translation block (TB) gets an execution callback that adds the
+ * block's instruction count to the running vCPU's counter (a callback, not an inline
+ * add: 7.2's inline ops take one fixed address for all vCPUs and are not atomic, so
+ * they cannot count per vCPU). A marker in the middle of a block corrects for the
+ * block's instructions after it. A block left early by an exception (a page fault
+ * inside it) is counted whole: windows meant to be exact must not fault.
+ *
+ * The 7.2 page-crossing quirk: when an instruction that is not a block's first
+ * crosses into the next page, the x86 translator drops it and ends the block before
+ * it, but the plugin's view of the block keeps it as its last instruction (it is then
+ * also the first of the next block). Counted per block it would be counted twice. Such
+ * a last instruction starts in the last 14 bytes of a page; it is left out of the
+ * block's count and counted by its own instruction callback instead, which QEMU emits
+ * only for instructions actually translated, so a dropped one never fires.
+ *
+ * Arguments: out=PATH (required).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <qemu-plugin.h>
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+#define MARK_BEGIN 1
+#define MARK_END 2
+#define MARK_BEGIN_PROFILE 3
+#define PAGE 4096u
+#define MAX_INSN 15u
+
+/* One translation of a block. Never freed: 7.2 tells plugins nothing about flushes. */
+struct block {
+	uint32_t n;		/* instructions counted by the block callback */
+	uint32_t ninsns;	/* all instructions of the translation (incl. a dropped one) */
+	uint64_t gen;		/* profile generation this block's counts belong to */
+	uint64_t execs;		/* executions while the profiling vCPU was in a window */
+	uint64_t last_execs;	/* executions of a page-crossing last instruction */
+	uint64_t vaddr[];	/* address of each instruction */
+};
+
+/* A marker or a page-crossing last instruction: what its callback needs. */
+struct site {
+	struct block *b;
+	uint32_t idx;		/* position in the block */
+	uint8_t mark;		/* 0: not a marker */
+	uint8_t last;		/* the block's possibly dropped last instruction */
+};
+
+struct vcpu {
+	uint64_t count;		/* instructions executed */
+	uint64_t begin;		/* count at this window's BEGIN; valid if open */
+	int open;
+	int profiling;
+	struct block *pblock;	/* the profile window's BEGIN block and position */
+	uint32_t pidx;
+	int plast;		/* ... which is the block's page-crossing last one */
+	char pad[64];
+};
+
+static struct vcpu *vcpus;
+static int nvcpus;
+static int out_fd = -1;
+
+/* The profile: one vCPU at a time; blocks it ran, found through their generation. */
+static int prof_vcpu = -1;
+static uint64_t prof_gen;
+static struct block **touched;
+static size_t ntouched, touched_cap;
+
+static void die_oom(void)
+{
+	static const char msg[] = "bpfmux insn plugin: out of memory\n";
+
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+static void emit(const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t w = write(out_fd, buf, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;	/* the guest reader will report the missing record */
+		buf += w;
+		len -= w;
+	}
+}
+
+static void touch(struct block *b)
+{
+	if (b->gen == prof_gen)
+		return;
+	b->gen = prof_gen;
+	b->execs = 0;
+	b->last_execs = 0;
+	if (ntouched == touched_cap) {
+		touched_cap = touched_cap ? touched_cap * 2 : 4096;
+		touched = realloc(touched, touched_cap * sizeof(*touched));
+		if (!touched)
+			die_oom();
+	}
+	touched[ntouched++] = b;
+}
+
+static void on_block(unsigned int cpu, void *udata)
+{
+	struct block *b = udata;
+
+	vcpus[cpu].count += b->n;
+	if ((int)cpu == prof_vcpu) {
+		touch(b);
+		b->execs++;
+	}
+}
+
+/* A page-crossing last instruction that was really translated: count it here. */
+static void on_last(unsigned int cpu, void *udata)
+{
+	struct site *s = udata;
+
+	vcpus[cpu].count++;
+	if ((int)cpu == prof_vcpu) {
+		touch(s->b);
+		s->b->last_execs++;
+	}
+}
+
+/* Addresses and executions of the profiled window, folded per address (open addressing). */
+struct hist {
+	uint64_t *addr;
+	int64_t *cnt;
+	unsigned char *busy;
+	size_t cap, used;
+};
+
+static void hist_add(struct hist *h, uint64_t a, int64_t c)
+{
+	size_t i;
+
+	if (!c)
+		return;
+	if ((h->used + 1) * 2 > h->cap) {
+		struct hist n = { .cap = h->cap ? h->cap * 2 : 4096 };
+
+		n.addr = calloc(n.cap, sizeof(*n.addr));
+		n.cnt = calloc(n.cap, sizeof(*n.cnt));
+		n.busy = calloc(n.cap, 1);
+		if (!n.addr || !n.cnt || !n.busy)
+			die_oom();
+		for (i = 0; i < h->cap; i++)
+			if (h->busy[i])
+				hist_add(&n, h->addr[i], h->cnt[i]);
+		free(h->addr);
+		free(h->cnt);
+		free(h->busy);
+		*h = n;
+	}
+	for (i = (a * 0x9e3779b97f4a7c15ull) >> 40 & (h->cap - 1);; i = (i + 1) & (h->cap - 1)) {
+		if (h->busy[i] && h->addr[i] == a) {
+			h->cnt[i] += c;
+			return;
+		}
+		if (!h->busy[i]) {
+			h->busy[i] = 1;
+			h->addr[i] = a;
+			h->cnt[i] = c;
+			h->used++;
+			return;
+		}
+	}
+}
+
+/*
+ * The profile of the window that ends at @b[@idx]: every touched block's executions
+ * per address, plus the BEGIN block's instructions from the marker on (its execution
+ * started before the window), minus the END block's from the marker on (counted whole,
+ * run only up to the marker). Returns the record's text (malloc'ed) and its length.
+ */
+static char *profile_text(struct vcpu *v, struct block *b, uint32_t idx, uint64_t count,
+			  unsigned int cpu, size_t *len)
+{
+	struct hist h = { 0 };
+	size_t cap, off, i, k, nonzero = 0;
+	char *buf;
+
+	for (k = 0; k < ntouched; k++) {
+		struct block *t = touched[k];
+
+		for (i = 0; i < t->n; i++)
+			hist_add(&h, t->vaddr[i], t->execs);
+		if (t->n < t->ninsns)
+			hist_add(&h, t->vaddr[t->n], t->last_execs);
+	}
+	for (i = v->pidx; i < v->pblock->n; i++)
+		hist_add(&h, v->pblock->vaddr[i], 1);
+	if (v->plast)
+		hist_add(&h, v->pblock->vaddr[v->pidx], 1);
+	for (i = idx; i < b->n; i++)
+		hist_add(&h, b->vaddr[i], -1);
+	for (i = 0; i < h.cap; i++)
+		nonzero += h.busy[i] && h.cnt[i];
+	cap = 64 + nonzero * 40;
+	buf = malloc(cap);
+	if (!buf)
+		die_oom();
+	off = snprintf(buf, cap, "window %u %" PRIu64 " %zu\n", cpu, count, nonzero);
+	for (i = 0; i < h.cap; i++)
+		if (h.busy[i] && h.cnt[i])
+			off += snprintf(buf + off, cap - off, "%" PRIx64 " %" PRId64 "\n", h.addr[i],
+					h.cnt[i]);
+	free(h.addr);
+	free(h.cnt);
+	free(h.busy);
+	*len = off;
+	return buf;
+}
+
+static void on_mark(unsigned int cpu, void *udata)
+{
+	struct site *s = udata;
+	struct vcpu *v = &vcpus[cpu];
+	/* instructions before this one: the block callback already added all b->n */
+	uint64_t here = v->count - s->b->n + s->idx;
+	char line[128];
+	int len;
+
+	if (s->last)	/* not in b->n: count it now (here stays correct: idx == n) */
+		v->count++;
+	switch (s->mark) {
+	case MARK_BEGIN:
+	case MARK_BEGIN_PROFILE:
+		if (v->profiling) {	/* a window restarted: its profile is void */
+			prof_vcpu = -1;
+			v->profiling = 0;
+		}
+		v->open = 1;
+		v->begin = here;
+		if (s->mark == MARK_BEGIN_PROFILE) {
+			if (prof_vcpu >= 0) {
+				len = snprintf(line, sizeof(line),
+					       "error %u a profile window is open on vCPU %d\n", cpu,
+					       prof_vcpu);
+				emit(line, len);
+				v->open = 0;
+				return;
+			}
+			prof_vcpu = cpu;
+			prof_gen++;
+			ntouched = 0;
+			v->profiling = 1;
+			v->pblock = s->b;
+			v->pidx = s->idx;
+			v->plast = s->last;
+			/* this block's execution began before the window: not counted */
+		}
+		return;
+	case MARK_END:
+		if (!v->open) {
+			len = snprintf(line, sizeof(line), "error %u END without BEGIN\n", cpu);
+			emit(line, len);
+			return;
+		}
+		v->open = 0;
+		if (v->profiling) {
+			size_t n;
+			char *buf;
+
+			/* the END block's execution is in the touched list already */
+			buf = profile_text(v, s->b, s->idx, here - v->begin, cpu, &n);
+			prof_vcpu = -1;
+			v->profiling = 0;
+			emit(buf, n);
+			free(buf);
+			return;
+		}
+		len = snprintf(line, sizeof(line), "window %u %" PRIu64 " 0\n", cpu,
+			       here - v->begin);
+		emit(line, len);
+		return;
+	default:
+		len = snprintf(line, sizeof(line), "error %u unknown marker id %u\n", cpu, s->mark);
+		emit(line, len);
+	}
+}
+
+static int marker_id(const struct qemu_plugin_insn *insn)
+{
+	static const unsigned char pre[3] = { 0x0f, 0x1f, 0x80 }, post[3] = { 0x4d, 0x50, 0x42 };
+	const unsigned char *p = qemu_plugin_insn_data(insn);
+
+	if (qemu_plugin_insn_size(insn) != 7 || memcmp(p, pre, 3) || memcmp(p + 4, post, 3))
+		return 0;
+	return p[3] ? p[3] : -1;
+}
+
+static struct site *new_site(struct block *b, uint32_t idx, int mark, int last)
+{
+	struct site *s = malloc(sizeof(*s));
+
+	if (!s)
+		die_oom();
+	*s = (struct site){ .b = b, .idx = idx, .mark = mark, .last = last };
+	return s;
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+	size_t n = qemu_plugin_tb_n_insns(tb), i;
+	struct block *b = malloc(sizeof(*b) + n * sizeof(b->vaddr[0]));
+	int last = 0;
+
+	(void)id;
+
+	if (!b)
+		die_oom();
+	b->ninsns = n;
+	b->gen = 0;
+	for (i = 0; i < n; i++)
+		b->vaddr[i] = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i));
+	/* a last instruction that may cross into the next page (see the top comment) */
+	if (n > 1 && (b->vaddr[n - 1] & (PAGE - 1)) > PAGE - MAX_INSN)
+		last = 1;
+	b->n = n - last;
+	qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, b);
+	for (i = 0; i < n; i++) {
+		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+		int mark = marker_id(insn), is_last = last && i == n - 1;
+
+		if (mark)
+			qemu_plugin_register_vcpu_insn_exec_cb(insn, on_mark, QEMU_PLUGIN_CB_NO_REGS,
+							       new_site(b, i, mark < 0 ? 0 : mark,
+									is_last));
+		else if (is_last)
+			qemu_plugin_register_vcpu_insn_exec_cb(insn, on_last, QEMU_PLUGIN_CB_NO_REGS,
+							       new_site(b, i, 0, 1));
+	}
+}
+
+static void usage_error(const char *why)
+{
+	fprintf(stderr, "bpfmux insn plugin: %s (arguments: out=PATH)\n", why);
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
+					   int argc, char **argv)
+{
+	const char *out = NULL;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strncmp(argv[i], "out=", 4)) {
+			out = argv[i] + 4;
+		} else {
+			char why[256];
+
+			snprintf(why, sizeof(why), "unknown argument '%s'", argv[i]);
+			usage_error(why);
+			return 1;
+		}
+	}
+	if (!out || !*out) {
+		usage_error("no output file");
+		return 1;
+	}
+	if (!info->system_emulation || strcmp(info->target_name, "x86_64")) {
+		fprintf(stderr, "bpfmux insn plugin: needs qemu-system-x86_64 (this is %s%s)\n",
+			info->target_name, info->system_emulation ? "" : ", user mode");
+		return 1;
+	}
+	out_fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (out_fd < 0) {
+		fprintf(stderr, "bpfmux insn plugin: %s: %s\n", out, strerror(errno));
+		return 1;
+	}
+	nvcpus = info->system.max_vcpus;
+	vcpus = calloc(nvcpus, sizeof(*vcpus));
+	if (!vcpus)
+		die_oom();
+	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+	return 0;
+}
