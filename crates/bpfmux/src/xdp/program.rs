@@ -77,7 +77,22 @@ pub struct Resolved {
     pub origin: Origin,
 }
 
+/// Largest BPF object file `bpfmux xdp` reads: far above any real XDP object (tens of KiB),
+/// small enough that a wrong path (a disk image, `/dev/zero`) fails at once.
+const MAX_OBJECT_BYTES: u64 = 64 << 20;
+
 fn open(path: &Path) -> Result<OpenObject> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("BPF object {}", path.display()))?
+        .len();
+    if len > MAX_OBJECT_BYTES {
+        bail!(
+            "{} is not a BPF object: {} bytes, more than the {} MiB limit",
+            path.display(),
+            len,
+            MAX_OBJECT_BYTES >> 20
+        );
+    }
     let mut magic = [0u8; 4];
     let is_elf = std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
@@ -256,4 +271,28 @@ pub fn load(res: &Resolved, how: LoadAs<'_>) -> Result<OwnedFd> {
     prog.as_fd()
         .try_clone_to_owned()
         .context("duplicate program descriptor")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_oversized_object_is_refused_before_reading() {
+        let dir = std::env::temp_dir().join(format!("bpfmux-xdp-big-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("big.o");
+        // Sparse: an ELF magic and then a hole past the limit.
+        let f = std::fs::File::create(&path).unwrap();
+        std::io::Write::write_all(&mut &f, b"\x7fELF").unwrap();
+        f.set_len(MAX_OBJECT_BYTES + 1).unwrap();
+        let spec = ProgSpec {
+            object: path.clone(),
+            section: None,
+            chain_on: ActionSet::DEFAULT,
+        };
+        let err = format!("{:#}", resolve(&spec).unwrap_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(err.contains("MiB limit"), "{err}");
+    }
 }
