@@ -98,13 +98,16 @@ kernel_facts() {
 # its time limit costs only its own rows, which the report then names.
 declare -A limits=([insn]=1800 [rates]=1500 [attach]=1800 [all]=1200 [allpf]=900)
 # The attach phases patch up to tens of thousands of call sites; with a second vCPU
-# running through them, QEMU TCG can oops on a half-written int3 (kernel/README "Known
-# issues", seen in the kretprobe.multi-all row and at 10,000 functions), so they boot
-# with one vCPU. The trigger rows keep two: the producer and the rest of the system.
-# The insn phase counts instructions with the QEMU plugin (vm/insn) and runs its two vCPUs
-# in one host thread: no vCPU runs while the other patches kernel text (its -all rows).
-declare -A vcpus=([insn]=2 [rates]=2 [attach]=1 [all]=1 [allpf]=1)
-declare -A vm_opts=([insn]="--insn --single-thread")
+# running through them, multi-threaded QEMU TCG can oops on a half-written int3
+# (kernel/README "Known issues", seen in the kretprobe.multi-all row and at 10,000
+# functions). They keep two vCPUs but run them in one host thread (--single-thread),
+# where no vCPU runs while the other patches kernel text (bench/int3/run.sh: no boot died
+# that way). The trigger rows keep two multi-threaded vCPUs: the producer and the rest of
+# the system. The insn phase counts instructions with the QEMU plugin (vm/insn), also in
+# one host thread.
+declare -A vcpus=([insn]=2 [rates]=2 [attach]=2 [all]=2 [allpf]=2)
+declare -A vm_opts=([insn]="--insn --single-thread" [attach]="--single-thread"
+	[all]="--single-thread" [allpf]="--single-thread")
 [ -n "$quick" ] && limits=([insn]=900 [rates]=600 [attach]=600)
 if [ -z "$phase_list" ]; then
 	phase_list="insn rates attach all allpf"
