@@ -8,7 +8,9 @@
  *                      process only, fexit sees -EPERM, and the override can be lifted;
  *                      the same with the per-function backend
  *   gexit mmap         fexit on do_mmap (9 arguments, 3 on the stack): the call works and
- *                      fexit sees every argument and the returned address
+ *                      fexit sees every argument and the returned address; with a plain
+ *                      fentry on do_mmap too (both orders), which the origin call enters
+ *                      through its per-function trampoline, both see the same arguments
  *   gexit sleep        detach while threads sleep in a traced function: they return
  *                      normally and their fexit still runs
  *   gexit rollback     fmod_ret.multi including a function that is not error-injectable
@@ -188,6 +190,61 @@ static void test_fmodret(long n)
 	fmodret_backend(n, 0);
 }
 
+/*
+ * fexit.multi (global) and a plain fentry (per-function trampoline) on do_mmap: the global
+ * trampoline calls the function through the called-mode per-function trampoline, which
+ * reads arguments 6 to 8 from the stack. Both programs must see the same nine arguments.
+ */
+static void mmap_coexist(int fd, long len, long pg, const char *want, int fentry_first)
+{
+	static const char *const names[] = { "do_mmap", NULL };
+	const char *order = fentry_first ? "fentry first" : "fexit.multi first";
+	struct bpf_program *gprog, *fprog;
+	struct bpf_object *gobj, *fobj;
+	struct bpf_link *glink = NULL, *flink = NULL;
+	int i, same = 0;
+	char *p;
+
+	gobj = counter_load(obj_path, "fexit_mmap", getpid(), &gprog);
+	fobj = counter_load(obj_path, "fentry_mmap", getpid(), &fprog);
+	check(gobj && fobj, "%s: programs load", order);
+	if (!gobj || !fobj)
+		goto out;
+	set_cfg(gobj, 1, len);
+	set_cfg(fobj, 1, len);
+	if (fentry_first)
+		flink = bpf_program__attach(fprog);
+	glink = attach_ids(gprog, names, 1);
+	if (!fentry_first)
+		flink = bpf_program__attach(fprog);
+	check(glink && flink, "%s: fentry and global fexit.multi on do_mmap (%s)", order,
+	      glink && flink ? "ok" : strerror(errno));
+	if (!glink || !flink)
+		goto out;
+	p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 5 * pg);
+	check(p != MAP_FAILED && !memcmp(p, want, 64), "%s: mmap at page 5 maps the right bytes",
+	      order);
+	check(array_u64(fobj, "mmap_entry", 9) == 1 && array_u64(gobj, "mmap_seen", 11) == 1,
+	      "%s: fentry ran %llu time(s), fexit.multi %llu", order,
+	      (unsigned long long)array_u64(fobj, "mmap_entry", 9),
+	      (unsigned long long)array_u64(gobj, "mmap_seen", 11));
+	for (i = 0; i < 9; i++)
+		same += array_u64(fobj, "mmap_entry", i) == array_u64(gobj, "mmap_seen", i + 1);
+	check(same == 9 && array_u64(fobj, "mmap_entry", 6) == 5,
+	      "%s: fentry saw the nine arguments fexit.multi saw (%d of 9 equal; pgoff %llu, "
+	      "populate %#llx, uf %#llx)", order, same,
+	      (unsigned long long)array_u64(fobj, "mmap_entry", 6),
+	      (unsigned long long)array_u64(fobj, "mmap_entry", 7),
+	      (unsigned long long)array_u64(fobj, "mmap_entry", 8));
+	if (p != MAP_FAILED)
+		munmap(p, len);
+out:
+	bpf_link__destroy(flink);
+	bpf_link__destroy(glink);
+	bpf_object__close(fobj);
+	bpf_object__close(gobj);
+}
+
 static void test_mmap(void)
 {
 	static const char *const names[] = { "do_mmap", NULL };
@@ -227,10 +284,14 @@ static void test_mmap(void)
 		if (p != MAP_FAILED)
 			munmap(p, len);
 	}
-	if (fd >= 0)
-		close(fd);
 	bpf_link__destroy(link);
 	bpf_object__close(obj);
+	if (fd >= 0 && pread(fd, want, sizeof(want), 5 * pg) == sizeof(want)) {
+		mmap_coexist(fd, len, pg, want, 0);
+		mmap_coexist(fd, len, pg, want, 1);
+	}
+	if (fd >= 0)
+		close(fd);
 }
 
 static void *sleeper(void *arg)
