@@ -22,9 +22,10 @@ one_cpu_parts="50 55"
 # The instruction counter's own checks need its QEMU plugin (vm/run --insn), which slows
 # everything else down: their own boot.
 insn_parts="15"
-# Attach/detach under load on both vCPUs: single-threaded TCG, where patching text that
-# the other vCPU runs does not die of a stale int3 (bench/int3/run.sh).
-single_thread_parts="22"
+# Attach/detach under load on both vCPUs, and attaching every traceable function:
+# single-threaded TCG, where patching text that the other vCPU runs does not die of a
+# stale int3 (bench/int3/run.sh).
+single_thread_parts="22 35"
 two_cpu_parts=
 for f in "$here"/suite.d/*.sh; do
 	n=$(basename "$f" | cut -d- -f1)

@@ -17,6 +17,12 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
   sigint ENGINE PATTERN      SIGINT while a long attach is under way: bpfmux stops the
                              attach, exits 130, and no link of it stays in the kernel
   sigterm ENGINE PATTERN     SIGTERM while tracing: a normal stop (summary, exit 0)
+  star ENGINE                every traceable function ('*', -d 1, stderr to a file): one
+                             link per BTF object the set spans, none refused at attach,
+                             the attach's own calls (text patching) not counted, whole
+                             progress lines, nothing left attached or in enabled_functions
+  star-sigint ENGINE SECS    '*' with SIGINT SECS seconds into the attach: a message at
+                             once, exit 130 within a bound, nothing left in the kernel
 
 Every check that starts bpfmux also checks that no `bpfmux trace` link is left in the
 kernel afterwards (trace-links, next to TRIGGER: walks BPF_LINK_GET_NEXT_ID).
@@ -321,6 +327,114 @@ def t_sigterm(bpfmux, trigger, engine, pattern):
     check_nothing_attached("SIGTERM while tracing")
 
 
+ENABLED = "/sys/kernel/tracing/enabled_functions"
+# Called many times by the kernel's text patching while a set is attached or detached
+# (sorting the batch of patch sites), not otherwise: counting must start after the
+# attach and stop before the detach. (is_endbr is no such marker: fprobe calls it on
+# every kprobe.multi hit.)
+PATCHING = ["change_cmp"]
+
+
+def check_nothing_enabled(what):
+    with open(ENABLED) as f:
+        left = [line for line in f if line.strip()]
+    check(not left, f"enabled_functions empty after {what} ({len(left)} left: {left[:2]})")
+
+
+def star_selection(bpfmux):
+    """The '*' selection: (its names, the BTF objects it spans: 'vmlinux' or modules)."""
+    p = subprocess.run([bpfmux, "trace", "--list", "*"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"bpfmux trace --list '*' failed: {p.stderr.strip()}")
+    names = [line for line in p.stdout.splitlines() if line]
+    return set(names), {n.split(":", 1)[0] if ":" in n else "vmlinux" for n in names}
+
+
+def t_star(bpfmux, trigger, engine):
+    selected, objects = star_selection(bpfmux)
+    with open("/tmp/star.err", "w+") as err:
+        args = [bpfmux, "trace", *engine_args(engine), "--json", "-v", "-d", "1", "*"]
+        print(f"  running {' '.join(args)} 2>/tmp/star.err")
+        t0 = time.monotonic()
+        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, text=True, timeout=1200)
+        took = time.monotonic() - t0
+        err.seek(0)
+        text = err.read()
+    for line in text.splitlines():
+        if not line.startswith("    "):  # -v lists dropped functions, indented
+            print(f"  stderr: {line}")
+    check(p.returncode == 0, f"exit 0 (got {p.returncode}) after {took:.1f} s")
+    check_nothing_attached("'*'")
+    check_nothing_enabled("'*'")
+    if p.returncode != 0:
+        return
+    check("\r" not in text, "stderr to a file has no carriage returns")
+    lines = text.splitlines()
+    check(any(re.match(r"bpfmux trace: attached \d+ functions in ", l) for l in lines),
+          "the 'attached' line is a whole line of its own")
+    _, s = parse(p.stdout)
+    want = len(objects) if engine in ("global", "tracing-multi") else 1
+    check(s["links"] == want, f"{s['links']} links (want {want}: BTF objects {sorted(objects)})")
+    refused = [w for w in s["skipped"] if "refused at attach" in w["reason"]]
+    check(not refused, f"the selection predicted every refusal ({len(refused)} refused at "
+          f"attach: {refused[:3]})")
+    b = s["attach_breakdown"]
+    check(b["refused_tries"] == 0 and b["links"] == s["links"],
+          f"breakdown: {b['links']} links, {b['refused_tries']} refused tries")
+    n = {f["name"]: f["calls"] for f in s["functions"]}
+    for name in PATCHING:
+        if name in selected:
+            check(n.get(name, 0) == 0, f"{name}: {n.get(name, 0)} calls counted (want 0: only the attach "
+                  "and detach call it)")
+
+
+def t_star_sigint(bpfmux, trigger, engine, secs):
+    """SIGINT SECS seconds into the attach of '*'; stderr goes to a file (whole lines)."""
+    args = [bpfmux, "trace", *engine_args(engine), "--json", "-d", "30", "*"]
+    print(f"  running {' '.join(args)} 2>/tmp/star-sigint.err")
+    with open("/tmp/star-sigint.err", "w+") as err:
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
+
+        def text():
+            with open("/tmp/star-sigint.err") as f:
+                return f.read()
+
+        def wait_for(cond, timeout):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and p.poll() is None:
+                if cond():
+                    return True
+                time.sleep(0.02)
+            return cond()
+
+        announced = wait_for(lambda: "functions with engine" in text(), 120)
+        time.sleep(float(secs))
+        under_way = announced and "bpfmux trace: attached" not in text()
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        said = wait_for(lambda: "stopping" in text(), 5)
+        said_after = time.monotonic() - t0
+        try:
+            rc = p.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+            check(False, "bpfmux trace did not stop within 600 s of SIGINT")
+        took = time.monotonic() - t0
+    out = text()
+    for line in out.splitlines():
+        print(f"  stderr: {line}")
+    check(under_way, f"attach under way {secs} s in")
+    check(said and said_after <= 1.0, f"a message {said_after:.2f} s after SIGINT (want <= 1 s)")
+    check(rc == 128 + signal.SIGINT, f"exit status {rc} (want 130), {took:.1f} s after SIGINT")
+    check("while attaching" in out and "detached" in out, "it says the attach was abandoned")
+    check("\r" not in out, "stderr to a file has no carriage returns")
+    # Whatever was attached is detached before the process ends: nothing to wait for.
+    left = trace_links()
+    check(not left, f"no link left the moment bpfmux exited ({len(left)} left)")
+    check_nothing_enabled("SIGINT during the '*' attach")
+
+
 def main():
     global links_tool
     bpfmux, trigger, what, *rest = sys.argv[1:]
@@ -328,7 +442,8 @@ def main():
     check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
-     "sigint": t_sigint, "sigterm": t_sigterm}[what](bpfmux, trigger, *rest)
+     "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star,
+     "star-sigint": t_star_sigint}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 
 

@@ -119,16 +119,57 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// Which signal set STOP.
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
+/// Set while attaching: a signal then gets an answer at once, since the
+/// link being created can take seconds to come back.
+static ATTACHING: AtomicBool = AtomicBool::new(false);
+
 extern "C" fn on_signal(sig: libc::c_int) {
     STOP_SIGNAL.store(sig, Ordering::Relaxed);
     STOP.store(true, Ordering::Relaxed);
+    if ATTACHING.load(Ordering::Relaxed) {
+        const MSG: &[u8] =
+            b"\nbpfmux trace: stopping: the attach is abandoned and what it attached \
+            is detached (a second signal exits at once)\n";
+        // SAFETY: write(2) is async-signal-safe; the buffer is static.
+        unsafe { libc::write(2, MSG.as_ptr() as *const libc::c_void, MSG.len()) };
+    }
+}
+
+const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// Blocks (or unblocks) the stop signals in the calling thread. The main
+/// thread blocks them while attaching: it can sit for seconds in one
+/// link_create, and a signal waits for its thread to leave the kernel. The
+/// thread [`install_signal_handlers`] starts takes them meanwhile.
+fn mask_stop_signals(block: bool) {
+    // SAFETY: a local, emptied set; pthread_sigmask on the calling thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in STOP_SIGNALS {
+            libc::sigaddset(&mut set, sig);
+        }
+        let how = if block {
+            libc::SIG_BLOCK
+        } else {
+            libc::SIG_UNBLOCK
+        };
+        libc::pthread_sigmask(how, &set, std::ptr::null_mut());
+    }
 }
 
 /// One-shot handlers (SA_RESETHAND): the first signal asks for a clean stop,
 /// a second one of the same kind kills the process, and the kernel closes
-/// the links with the descriptors (nothing is pinned).
+/// the links with the descriptors (nothing is pinned). A thread that only
+/// sleeps is there to run the handler while the main thread blocks them.
 fn install_signal_handlers() -> anyhow::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(|| loop {
+            std::thread::park();
+        })
+        .context("starting the signal thread")?;
+    for sig in STOP_SIGNALS {
         // SAFETY: a zeroed sigaction plus handler and flags is valid; the
         // handler only stores to atomics (async-signal-safe).
         let r = unsafe {
@@ -378,24 +419,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ),
         }
         report_drops(&sel.dropped, args.verbose);
-        eprintln!(
-            "  selected in {:.1} ms ({})",
-            plan.select_time.as_secs_f64() * 1e3,
-            if sel.read_listings {
-                "BTF + available_filter_functions + kallsyms"
-            } else {
-                "exact names: BTF lookup only"
-            }
-        );
+        report_select_time(sel, plan.select_time);
     }
 
     let bar = AttachProgress::new(n);
     let progress = |k: usize| bar.inc(k);
+    let detached = |k: usize| bar.dec(k);
     let ctl = Control {
         progress: &progress,
         cancel: &STOP,
+        detached: &detached,
     };
-    let mut tracer = match plan.attach(ctl) {
+    ATTACHING.store(true, Ordering::Relaxed);
+    mask_stop_signals(true);
+    let attached = plan.attach(ctl);
+    mask_stop_signals(false);
+    ATTACHING.store(false, Ordering::Relaxed);
+    let mut tracer = match attached {
         Ok(t) => t,
         Err(e) if e.chain().any(|c| c.is::<Interrupted>()) => {
             // Everything attached is closed by now (Plan::attach's promise).
@@ -408,7 +448,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
             std::process::exit(128 + sig);
         }
-        Err(e) => return Err(e),
+        Err(e) => {
+            bar.finish();
+            return Err(e);
+        }
     };
     bar.finish();
     let warnings: Vec<_> = tracer.warnings().collect();
@@ -434,18 +477,84 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if tracer.nr_links() == 1 { "" } else { "s" },
         tracer.engine
     );
+    if args.verbose > 0 {
+        report_attach_time(&tracer);
+    }
     if let Some(c) = child.as_mut() {
         c.release()?;
     }
     let result = trace_loop(&args, &tracer, child.as_mut());
     bar.detaching(tracer.nr_attached());
-    let detach = tracer.detach();
+    let detach = tracer.detach(&|k| bar.dec(k));
+    bar.finish();
+    if let Some(e) = &tracer.disarm_error {
+        eprintln!(
+            "bpfmux trace: warning: counting could not be stopped before detaching ({e}); \
+             the totals include calls made while detaching"
+        );
+    }
     let loop_out = result?;
     summarize(&args, &tracer, detach, loop_out, child.as_ref())
 }
 
+/// `-v`: where the attach time went, the kernel's share apart from ours.
+fn report_attach_time(t: &Tracer) {
+    let b = &t.breakdown;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    eprintln!(
+        "  attach: maps {:.0} ms; {} program load{} {:.0} ms; {} link{} over {} functions {:.0} ms",
+        ms(t.prepare_time),
+        b.loads,
+        if b.loads == 1 { "" } else { "s" },
+        ms(b.load_time),
+        b.links,
+        if b.links == 1 { "" } else { "s" },
+        b.link_funcs,
+        ms(b.link_time),
+    );
+    if b.refused_tries > 0 {
+        eprintln!(
+            "  attach: {} link tr{} the kernel refused {:.0} ms",
+            b.refused_tries,
+            if b.refused_tries == 1 { "y" } else { "ies" },
+            ms(b.refused_time)
+        );
+    }
+    for why in &b.split {
+        eprintln!("  links: {why}");
+    }
+}
+
+/// `-v`: how long the selection took and where the time went.
+fn report_select_time(sel: &selection::Selection, total: Duration) {
+    let phases: Vec<String> = sel
+        .phases
+        .iter()
+        .map(|(name, d)| format!("{name} {:.0}", d.as_secs_f64() * 1e3))
+        .collect();
+    eprintln!(
+        "  selected in {:.1} ms ({}; ms: {})",
+        total.as_secs_f64() * 1e3,
+        if sel.read_listings {
+            "BTF + available_filter_functions + kallsyms"
+        } else {
+            "exact names: BTF lookup only"
+        },
+        phases.join(", ")
+    );
+    if sel.read_listings {
+        let reads: Vec<String> = sel
+            .listing_times
+            .iter()
+            .map(|(name, d)| format!("{name} {:.0}", d.as_secs_f64() * 1e3))
+            .collect();
+        eprintln!("  meanwhile, on other threads (ms): {}", reads.join(", "));
+    }
+}
+
 /// `--list`: the selection only, no engine, nothing loaded.
 fn list(args: &Args, patterns: &[String]) -> anyhow::Result<()> {
+    let t0 = Instant::now();
     let sel = selection::select(
         &parse_patterns(patterns)?,
         &parse_patterns(&args.excludes)?,
@@ -453,6 +562,7 @@ fn list(args: &Args, patterns: &[String]) -> anyhow::Result<()> {
             needs_exit: args.latency || args.args,
         },
     )?;
+    let select_time = t0.elapsed();
     let mut out = std::io::stdout().lock();
     for f in &sel.funcs {
         writeln!(out, "{}", f.display_name())?;
@@ -470,6 +580,7 @@ fn list(args: &Args, patterns: &[String]) -> anyhow::Result<()> {
     );
     if args.verbose > 0 {
         report_drops(&sel.dropped, args.verbose);
+        report_select_time(&sel, select_time);
     }
     Ok(())
 }
@@ -649,6 +760,16 @@ fn summarize(
             "prepare_ms": ms(t.prepare_time),
             "attach_ms": ms(t.attach_time),
             "detach_ms": ms(detach),
+            "attach_breakdown": {
+                "program_loads": t.breakdown.loads,
+                "load_ms": ms(t.breakdown.load_time),
+                "links": t.breakdown.links,
+                "link_functions": t.breakdown.link_funcs,
+                "link_ms": ms(t.breakdown.link_time),
+                "refused_tries": t.breakdown.refused_tries,
+                "refused_ms": ms(t.breakdown.refused_time),
+                "split": t.breakdown.split,
+            },
             "elapsed_s": lo.elapsed.as_secs_f64(),
             "events": lo.events,
             "lost": {

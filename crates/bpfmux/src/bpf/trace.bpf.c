@@ -144,8 +144,17 @@ static __always_inline void count_lost(__u32 what)
 		*v += 1;
 }
 
+/*
+ * Set by user space once every link is attached: calls made while the set
+ * is being attached (the kernel's own text patching, among others) are not
+ * counted, so a summary shows the traced workload only.
+ */
+volatile __u32 armed;
+
 static __always_inline bool pass_filters(void)
 {
+	if (!armed)
+		return false;
 	if (filter_tgid && (bpf_get_current_pid_tgid() >> 32) != filter_tgid)
 		return false;
 	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)

@@ -275,6 +275,12 @@ impl BtfObj {
         })
     }
 
+    /// The prototype of FUNC `id`, or why a trampoline cannot take it.
+    pub fn func_proto(&self, id: u32) -> Option<Result<Proto, String>> {
+        let t = self.ty(id)?;
+        (t.kind() == KIND_FUNC).then(|| self.proto(t.size_or_type()))
+    }
+
     pub fn func(&self, id: u32) -> Option<BtfFunc> {
         let t = self.ty(id)?;
         (t.kind() == KIND_FUNC).then(|| BtfFunc {
@@ -320,6 +326,12 @@ impl BtfObj {
             KIND_STRUCT | KIND_UNION => {
                 if t.size_or_type() > 16 {
                     return Err("passes a struct/union larger than 16 bytes by value".into());
+                }
+                // The kernel's btf_distill_func_proto() calls a zero-sized
+                // argument malformed (an empty struct, e.g. a config-dependent
+                // one compiled out) and refuses the function with EINVAL.
+                if t.size_or_type() == 0 {
+                    return Err("passes an empty struct/union by value".into());
                 }
                 ValueKind::Aggregate
             }

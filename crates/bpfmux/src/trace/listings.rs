@@ -3,15 +3,13 @@
 //! symbols share a name (`/proc/kallsyms`). Only names of interest are
 //! counted, so parsing 200k kallsyms lines allocates for a few hundred.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::pattern::Scope;
-
-/// A candidate function, as the listings key it.
-pub type Key = (Scope, String);
 
 const TRACEFS: &[&str] = &["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
@@ -70,36 +68,134 @@ pub enum ListingError {
     Read { path: PathBuf, source: io::Error },
 }
 
-/// Reads both listings, counting only `candidates`.
-pub fn read(candidates: &HashMap<Key, usize>) -> Result<HashMap<Key, Seen>, ListingError> {
-    let mut seen: HashMap<Key, Seen> = HashMap::with_capacity(candidates.len());
-    // The kernel generates both texts slowly (seconds under emulation):
-    // read kallsyms on a second thread meanwhile.
+/// Candidates by (scope, name), looked up per listing line without
+/// allocating: a name maps to its first candidate, `next` chains the others
+/// with the same name (other modules).
+pub struct Index<'a> {
+    first: FxHashMap<&'a str, u32>,
+    next: Vec<u32>,
+    modules: Vec<Option<&'a str>>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl<'a> Index<'a> {
+    /// Candidate `i` is the `i`-th item; counts come back in that order.
+    pub fn new<I: IntoIterator<Item = (&'a Scope, &'a str)>>(cands: I) -> Self {
+        let mut first: FxHashMap<&str, u32> = FxHashMap::default();
+        let mut next = Vec::new();
+        let mut modules = Vec::new();
+        for (i, (scope, name)) in cands.into_iter().enumerate() {
+            let prev = first.insert(name, i as u32).unwrap_or(NONE);
+            next.push(prev);
+            modules.push(scope.module());
+        }
+        Self {
+            first,
+            next,
+            modules,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.next.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.next.is_empty()
+    }
+
+    /// The candidate named `name` in `module` (`None`: vmlinux).
+    fn find(&self, name: &str, module: Option<&str>) -> Option<usize> {
+        let mut i = *self.first.get(name)?;
+        while i != NONE {
+            if self.modules[i as usize] == module {
+                return Some(i as usize);
+            }
+            i = self.next[i as usize];
+        }
+        None
+    }
+}
+
+/// The raw text of both listings.
+pub struct Texts {
+    ftrace: String,
+    with_addrs: bool,
+    kallsyms: String,
+    /// How long reading each took (on threads of their own, overlapping).
+    pub ftrace_time: Duration,
+    pub kallsyms_time: Duration,
+}
+
+/// Listings being read on other threads (the kernel generates them slowly:
+/// seconds under emulation), so the caller can parse BTF meanwhile.
+pub struct Pending(std::thread::JoinHandle<Result<Texts, ListingError>>);
+
+impl Pending {
+    pub fn start() -> Self {
+        Self(std::thread::spawn(read_texts))
+    }
+
+    pub fn wait(self) -> Result<Texts, ListingError> {
+        self.0.join().unwrap_or_else(|_| {
+            Err(ListingError::Read {
+                path: "/proc/kallsyms".into(),
+                source: io::Error::other("listing reader panicked"),
+            })
+        })
+    }
+}
+
+/// Reads both listings, the two files on two threads.
+pub fn read_texts() -> Result<Texts, ListingError> {
     let path = Path::new("/proc/kallsyms");
-    let (ftrace, ksyms) = std::thread::scope(|s| {
-        let k = s.spawn(|| fs::read_to_string(path));
-        let f = read_ftrace_list();
-        (f, k.join())
+    let ((ftrace, ftrace_time), ksyms) = std::thread::scope(|s| {
+        let k = s.spawn(|| {
+            let t0 = Instant::now();
+            (fs::read_to_string(path), t0.elapsed())
+        });
+        let t0 = Instant::now();
+        ((read_ftrace_list(), t0.elapsed()), k.join())
     });
-    let (text, with_addrs) = ftrace?;
-    count_ftrace(&text, with_addrs, candidates, &mut seen);
-    let ksyms = ksyms
+    let (ksyms, kallsyms_time) = match ksyms {
+        Ok((r, t)) => (Ok(r), t),
+        Err(e) => (Err(e), Duration::ZERO),
+    };
+    let (ftrace, with_addrs) = ftrace?;
+    let kallsyms = ksyms
         .unwrap_or_else(|_| Err(io::Error::other("kallsyms reader panicked")))
         .map_err(|source| ListingError::Read {
             path: path.into(),
             source,
         })?;
-    count_kallsyms(&ksyms, candidates, &mut seen);
-    Ok(seen)
+    Ok(Texts {
+        ftrace,
+        with_addrs,
+        kallsyms,
+        ftrace_time,
+        kallsyms_time,
+    })
 }
 
-/// The `_addrs` variant (6.5+) when present: the same lines with an address.
+/// What the listings say about each candidate of `index`, in its order.
+pub fn count(texts: &Texts, index: &Index<'_>) -> Vec<Seen> {
+    let mut seen = vec![Seen::default(); index.len()];
+    count_ftrace(&texts.ftrace, texts.with_addrs, index, &mut seen);
+    count_kallsyms(&texts.kallsyms, index, &mut seen);
+    seen
+}
+
+/// The plain list: the kernel writes it a third faster than the `_addrs`
+/// variant (6.5+), and the addresses add nothing for a name that both
+/// listings hold once (kallsyms gives the address). The `_addrs` variant is
+/// read only where the plain one is missing.
 fn read_ftrace_list() -> Result<(String, bool), ListingError> {
     let mut last = None;
     for dir in TRACEFS {
         for (file, with_addrs) in [
-            ("available_filter_functions_addrs", true),
             ("available_filter_functions", false),
+            ("available_filter_functions_addrs", true),
         ] {
             let path = Path::new(dir).join(file);
             match fs::read_to_string(&path) {
@@ -122,20 +218,12 @@ fn read_ftrace_list() -> Result<(String, bool), ListingError> {
     })
 }
 
-fn scope_of(module: Option<&str>) -> Scope {
-    match module {
-        None => Scope::Vmlinux,
-        Some(m) => Scope::Module(m.trim_matches(|c| c == '[' || c == ']').to_string()),
-    }
+fn module_of(field: Option<&str>) -> Option<&str> {
+    field.map(|m| m.trim_matches(|c| c == '[' || c == ']'))
 }
 
 /// Lines `name [mod]`, or `addr name [mod]` with `with_addrs`.
-pub fn count_ftrace(
-    text: &str,
-    with_addrs: bool,
-    candidates: &HashMap<Key, usize>,
-    seen: &mut HashMap<Key, Seen>,
-) {
+pub fn count_ftrace(text: &str, with_addrs: bool, index: &Index<'_>, seen: &mut [Seen]) {
     for line in text.lines() {
         let mut it = line.split_ascii_whitespace();
         let addr = if with_addrs {
@@ -144,32 +232,28 @@ pub fn count_ftrace(
             None
         };
         let Some(name) = it.next() else { continue };
-        let key = (scope_of(it.next()), name.to_string());
-        if candidates.contains_key(&key) {
-            let s = seen.entry(key).or_default();
-            s.ftrace += 1;
-            s.ftrace_addr = addr;
+        if let Some(i) = index.find(name, module_of(it.next())) {
+            seen[i].ftrace += 1;
+            seen[i].ftrace_addr = addr;
         }
     }
 }
 
 /// Lines `addr type name [mod]`; only text symbols (t/T) count.
-pub fn count_kallsyms(text: &str, candidates: &HashMap<Key, usize>, seen: &mut HashMap<Key, Seen>) {
-    // Compare by name first without allocating: most lines are not wanted.
-    let names: HashMap<&str, ()> = candidates.keys().map(|(_, n)| (n.as_str(), ())).collect();
+pub fn count_kallsyms(text: &str, index: &Index<'_>, seen: &mut [Seen]) {
     for line in text.lines() {
-        let mut it = line.split_ascii_whitespace();
-        let (Some(addr), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else {
+        // Most lines are not text symbols: look at the type before splitting.
+        let Some((addr, rest)) = line.split_once(' ') else {
             continue;
         };
-        if !matches!(ty, "t" | "T") || !names.contains_key(name) {
+        if !matches!(rest.as_bytes(), [b't' | b'T', b' ', ..]) {
             continue;
         }
-        let key = (scope_of(it.next()), name.to_string());
-        if candidates.contains_key(&key) {
-            let s = seen.entry(key).or_default();
-            s.kallsyms += 1;
-            s.ksym_addr = u64::from_str_radix(addr, 16).ok().filter(|&a| a != 0);
+        let mut it = rest[2..].split_ascii_whitespace();
+        let Some(name) = it.next() else { continue };
+        if let Some(i) = index.find(name, module_of(it.next())) {
+            seen[i].kallsyms += 1;
+            seen[i].ksym_addr = u64::from_str_radix(addr, 16).ok().filter(|&a| a != 0);
         }
     }
 }
@@ -178,51 +262,52 @@ pub fn count_kallsyms(text: &str, candidates: &HashMap<Key, usize>, seen: &mut H
 mod tests {
     use super::*;
 
-    fn cands(names: &[(&str, Option<&str>)]) -> HashMap<Key, usize> {
+    fn scopes(names: &[(&str, Option<&str>)]) -> Vec<(Scope, String)> {
         names
             .iter()
-            .enumerate()
-            .map(|(i, (n, m))| ((scope_of(*m), n.to_string()), i))
+            .map(|(n, m)| {
+                let scope = m.map_or(Scope::Vmlinux, |m| Scope::Module(m.to_string()));
+                (scope, n.to_string())
+            })
             .collect()
     }
 
     #[test]
     fn counts_ftrace_with_and_without_addrs() {
-        let c = cands(&[("vfs_read", None), ("dup", None), ("mf", Some("mymod"))]);
-        let mut seen = HashMap::new();
+        let c = scopes(&[("vfs_read", None), ("dup", None), ("mf", Some("mymod"))]);
+        let index = Index::new(c.iter().map(|(s, n)| (s, n.as_str())));
+        let mut seen = vec![Seen::default(); index.len()];
         let text = "ffffffff81000010 vfs_read\nffffffff81000020 dup\nffffffff81000030 dup\n\
-                    ffffffff81000040 other\nffffffffc0000010 mf [mymod]\n";
-        count_ftrace(text, true, &c, &mut seen);
-        let vr = seen[&(Scope::Vmlinux, "vfs_read".into())];
-        assert_eq!((vr.ftrace, vr.ftrace_addr), (1, Some(0xffffffff81000010)));
-        assert_eq!(seen[&(Scope::Vmlinux, "dup".into())].ftrace, 2);
+                    ffffffff81000040 other\nffffffffc0000010 mf [mymod]\n\
+                    ffffffffc0000020 dup [mymod]\n";
+        count_ftrace(text, true, &index, &mut seen);
         assert_eq!(
-            seen[&(Scope::Module("mymod".into()), "mf".into())].ftrace,
-            1
+            (seen[0].ftrace, seen[0].ftrace_addr),
+            (1, Some(0xffffffff81000010))
         );
-        assert!(!seen.contains_key(&(Scope::Vmlinux, "other".into())));
+        // dup in a module is another function than vmlinux's dup
+        assert_eq!(seen[1].ftrace, 2);
+        assert_eq!(seen[2].ftrace, 1);
 
-        let mut seen = HashMap::new();
-        count_ftrace("vfs_read\nmf [mymod]\n", false, &c, &mut seen);
-        let vr = seen[&(Scope::Vmlinux, "vfs_read".into())];
-        assert_eq!((vr.ftrace, vr.ftrace_addr), (1, None));
+        let mut seen = vec![Seen::default(); index.len()];
+        count_ftrace("vfs_read\nmf [mymod]\n", false, &index, &mut seen);
+        assert_eq!((seen[0].ftrace, seen[0].ftrace_addr), (1, None));
+        assert_eq!((seen[1].ftrace, seen[2].ftrace), (0, 1));
     }
 
     #[test]
     fn counts_text_symbols_per_scope() {
-        let c = cands(&[("a", None), ("b", None), ("a", Some("m"))]);
-        let mut seen = HashMap::new();
+        let c = scopes(&[("a", None), ("b", None), ("a", Some("m"))]);
+        let index = Index::new(c.iter().map(|(s, n)| (s, n.as_str())));
+        let mut seen = vec![Seen::default(); index.len()];
         let text = "ffffffff81000000 t a\nffffffff81000100 T a\nffffffff81000200 D b\n\
                     ffffffff81000300 T b\nffffffffc0000000 t a\t[m]\n";
-        count_kallsyms(text, &c, &mut seen);
-        assert_eq!(seen[&(Scope::Vmlinux, "a".into())].kallsyms, 2);
-        assert_eq!(
-            seen[&(Scope::Vmlinux, "b".into())].ksym_addr,
-            Some(0xffffffff81000300)
-        );
+        count_kallsyms(text, &index, &mut seen);
+        assert_eq!(seen[0].kallsyms, 2);
+        assert_eq!(seen[1].ksym_addr, Some(0xffffffff81000300));
         // the data symbol does not count
-        assert_eq!(seen[&(Scope::Vmlinux, "b".into())].kallsyms, 1);
-        assert_eq!(seen[&(Scope::Module("m".into()), "a".into())].kallsyms, 1);
+        assert_eq!(seen[1].kallsyms, 1);
+        assert_eq!(seen[2].kallsyms, 1);
     }
 }
 

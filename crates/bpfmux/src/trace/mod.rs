@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use libbpf_rs::libbpf_sys;
 
-use engine::{Control, Engine, EngineKind, ExitSide, Targets};
+use engine::{Breakdown, Control, Engine, EngineKind, ExitSide, Targets};
 use events::{Reader, Snapshot};
 use pattern::Pattern;
 use program::{Filters, ObjectConfig, TraceObject};
@@ -100,6 +100,11 @@ pub struct Tracer {
     pub prepare_time: Duration,
     /// Loading programs and creating links.
     pub attach_time: Duration,
+    /// Where `attach_time` went.
+    pub breakdown: Breakdown,
+    /// Why counting could not be stopped before detaching (the summary then
+    /// includes calls made while detaching).
+    pub disarm_error: Option<String>,
     links: usize,
     // Declared before `obj`: programs and links go before the maps.
     backend: Box<dyn Engine>,
@@ -157,6 +162,14 @@ impl Plan {
             .attach(&obj, &targets, ctl)
             .with_context(|| format!("attaching with engine {kind}"))?;
         let attach_time = t1.elapsed();
+        // A cancel that came while the last link was being made still
+        // abandons the attach (a link over many functions takes seconds).
+        if ctl.cancelled() {
+            backend.detach(ctl.detached);
+            return Err(engine::Interrupted.into());
+        }
+        // Counting starts now that every link is in place.
+        obj.arm()?;
         // Refused functions (named exactly or not) are skipped: the caller
         // warns about each, the rest stays attached (what retsnoop does).
         let mut attached = vec![true; n];
@@ -172,6 +185,8 @@ impl Plan {
         }
         let reader = Reader::new(n, opts.latency)?;
         Ok(Tracer {
+            breakdown: backend.breakdown(),
+            disarm_error: None,
             links: backend.links(),
             opts,
             selection,
@@ -248,10 +263,14 @@ impl Tracer {
             .sum()
     }
 
-    /// Detaches everything; returns how long it took.
-    pub fn detach(&mut self) -> Duration {
+    /// Detaches everything, calling `progress` with the number of functions
+    /// each step detached; returns how long it took.
+    /// Counting stops first, so the summary covers the traced window only.
+    pub fn detach(&mut self, progress: &(dyn Fn(usize) + Sync)) -> Duration {
         let t0 = Instant::now();
-        self.backend.detach();
+        // Detaching goes on even if this failed; the caller can say so.
+        self.disarm_error = self.obj.disarm().err().map(|e| format!("{e:#}"));
+        self.backend.detach(progress);
         t0.elapsed()
     }
 }

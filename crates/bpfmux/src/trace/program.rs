@@ -171,6 +171,38 @@ impl TraceObject {
         Ok(Self { obj, insns })
     }
 
+    /// Starts counting: until this is called the programs run but record
+    /// nothing (see `armed` in trace.bpf.c).
+    pub fn arm(&self) -> anyhow::Result<()> {
+        self.set_armed(true)
+    }
+
+    /// Stops counting, before the links go: what detaching calls is not
+    /// part of the trace either.
+    pub fn disarm(&self) -> anyhow::Result<()> {
+        self.set_armed(false)
+    }
+
+    fn set_armed(&self, on: bool) -> anyhow::Result<()> {
+        let map = self
+            .obj
+            .maps()
+            .find(|m| m.name().to_string_lossy().ends_with(".bss"))
+            .context("trace BPF object has no .bss map")?;
+        let key = 0u32.to_ne_bytes();
+        let mut value = map
+            .lookup(&key, libbpf_rs::MapFlags::ANY)
+            .context("reading the trace object's .bss")?
+            .context("trace object's .bss has no element")?;
+        let at = std::mem::offset_of!(skel::types::bss, armed);
+        let field = value
+            .get_mut(at..at + 4)
+            .context("trace object's .bss is smaller than its skeleton type")?;
+        field.copy_from_slice(&u32::from(on).to_ne_bytes());
+        map.update(&key, &value, libbpf_rs::MapFlags::ANY)
+            .context("switching the trace programs' counting (.bss)")
+    }
+
     pub fn map(&self, name: &str) -> anyhow::Result<libbpf_rs::Map<'_>> {
         self.obj
             .maps()

@@ -16,9 +16,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use super::btf::{BtfError, KernelBtfs, Proto};
-use super::listings::{self, Key, ListingError, Seen};
+use super::listings::{self, ListingError, Seen};
 use super::pattern::{Pattern, Scope};
 
 /// The verifier's `btf_id_deny`: never attachable by a tracing program.
@@ -143,6 +144,11 @@ pub struct Selection {
     pub dropped: Vec<Dropped>,
     /// Whether the text listings were read (false: exact names only).
     pub read_listings: bool,
+    /// Where the time went, in order (`-v`): BTF parsing, matching names,
+    /// reading the listings, classifying.
+    pub phases: Vec<(&'static str, Duration)>,
+    /// The listings' reads, on threads of their own during the phases.
+    pub listing_times: [(&'static str, Duration); 2],
 }
 
 impl Selection {
@@ -216,6 +222,18 @@ pub fn select(
     if patterns.is_empty() {
         return Err(SelectError::NoPatterns);
     }
+    let mut phase = Instant::now();
+    let mut phases = Vec::new();
+    let mut lap = |name: &'static str| {
+        phases.push((name, phase.elapsed()));
+        phase = Instant::now();
+    };
+    // Globs need the kernel's listings, which it generates slowly: read
+    // them while BTF is parsed and matched.
+    let pending = patterns
+        .iter()
+        .any(|p| !p.is_exact())
+        .then(listings::Pending::start);
     let mut btfs = KernelBtfs::load_vmlinux()?;
     // Module BTF is loaded only where a pattern may reach into modules.
     let modules = KernelBtfs::module_names();
@@ -236,6 +254,7 @@ pub fn select(
         }
     }
 
+    lap("BTF");
     let excluded = |scope: &Scope, name: &str| excludes.iter().any(|x| x.matches(scope, name));
     let mut exact: Vec<Func> = Vec::new();
     let mut exact_dropped: Vec<Dropped> = Vec::new();
@@ -266,29 +285,41 @@ pub fn select(
                     scope: obj.scope.clone(),
                     name: name.to_string(),
                     btf_id: id,
-                    proto: Err(String::new()), // filled below
+                    // Filled below for the functions the listings keep.
+                    proto: Err(String::new()),
                 });
             }
         });
-        for c in candidates.iter_mut().filter(|c| c.scope == obj.scope) {
-            if let Some(f) = obj.func(c.btf_id) {
-                c.proto = f.proto;
-            }
-        }
     }
     if let Some(i) = glob_hits.iter().position(|&n| n == 0) {
         return Err(SelectError::NoMatch(globs[i].to_string()));
     }
 
+    lap("match");
     let mut sel = Selection::default();
-    if !candidates.is_empty() {
-        let keys: HashMap<Key, usize> = candidates
-            .iter()
-            .enumerate()
-            .map(|(i, c)| ((c.scope.clone(), c.name.clone()), i))
-            .collect();
-        let seen = listings::read(&keys)?;
+    if let (false, Some(pending)) = (candidates.is_empty(), pending) {
+        let texts = pending.wait()?;
+        lap("waiting for listings");
+        let index = listings::Index::new(candidates.iter().map(|c| (&c.scope, c.name.as_str())));
+        let seen = listings::count(&texts, &index);
+        drop(index);
         sel.read_listings = true;
+        lap("counting");
+        // Prototypes only where classify() will look at them.
+        for obj in btfs.objects() {
+            for (c, s) in candidates.iter_mut().zip(&seen) {
+                if c.scope == obj.scope && s.ftrace == 1 && s.kallsyms <= 1 {
+                    if let Some(p) = obj.func_proto(c.btf_id) {
+                        c.proto = p;
+                    }
+                }
+            }
+        }
+        lap("prototypes");
+        sel.listing_times = [
+            ("reading available_filter_functions", texts.ftrace_time),
+            ("reading kallsyms", texts.kallsyms_time),
+        ];
         let (kept, dropped) = classify(candidates, &seen, opts);
         sel.funcs = kept;
         sel.dropped = dropped;
@@ -301,6 +332,8 @@ pub fn select(
             .any(|e| e.scope == d.scope && e.name == d.name)
     });
     sel.dropped.extend(exact_dropped);
+    lap("classify");
+    sel.phases = phases;
     if sel.funcs.is_empty() {
         return Err(SelectError::AllDropped {
             dropped: sel.dropped,
@@ -376,18 +409,15 @@ fn find_exact(
 }
 
 /// Keeps what ftrace can attach unambiguously and a trampoline can take.
+/// `seen[i]` is what the listings say about `candidates[i]`.
 pub fn classify(
     candidates: Vec<Candidate>,
-    seen: &HashMap<Key, Seen>,
+    seen: &[Seen],
     opts: SelectOptions,
 ) -> (Vec<Func>, Vec<Dropped>) {
     let mut kept = Vec::new();
     let mut dropped = Vec::new();
-    for c in candidates {
-        let s = seen
-            .get(&(c.scope.clone(), c.name.clone()))
-            .copied()
-            .unwrap_or_default();
+    for (c, &s) in candidates.into_iter().zip(seen) {
         let reason = if s.ftrace == 0 {
             Some(DropReason::NotInFtrace)
         } else if s.ftrace > 1 || s.kallsyms > 1 {
@@ -465,13 +495,14 @@ mod tests {
         }
     }
 
-    fn seen(entries: &[(&str, u32, u32)]) -> HashMap<Key, Seen> {
-        entries
-            .iter()
-            .map(|&(n, ftrace, kallsyms)| {
-                (
-                    (Scope::Vmlinux, n.to_string()),
-                    Seen {
+    /// What the listings say about each of `c`, from (name, ftrace, kallsyms)
+    /// entries; a candidate without an entry is in neither listing.
+    fn seen(c: &[Candidate], entries: &[(&str, u32, u32)]) -> Vec<Seen> {
+        c.iter()
+            .map(|c| {
+                entries.iter().find(|e| e.0 == c.name).map_or_else(
+                    Seen::default,
+                    |&(_, ftrace, kallsyms)| Seen {
                         ftrace,
                         ftrace_addr: Some(0x1004),
                         kallsyms,
@@ -494,15 +525,18 @@ mod tests {
             cand("rcu_read_unlock_special", Ok(proto(0))),
             cand("do_exit", Ok(proto(1))),
         ];
-        let s = seen(&[
-            ("ok", 1, 1),
-            ("dup_ftrace", 2, 2),
-            ("dup_ksym", 1, 3),
-            ("varargs", 1, 1),
-            ("migrate_disable", 1, 1),
-            ("rcu_read_unlock_special", 1, 1),
-            ("do_exit", 1, 1),
-        ]);
+        let s = seen(
+            &c,
+            &[
+                ("ok", 1, 1),
+                ("dup_ftrace", 2, 2),
+                ("dup_ksym", 1, 3),
+                ("varargs", 1, 1),
+                ("migrate_disable", 1, 1),
+                ("rcu_read_unlock_special", 1, 1),
+                ("do_exit", 1, 1),
+            ],
+        );
         let (kept, dropped) = classify(c.clone(), &s, SelectOptions { needs_exit: false });
         let names: Vec<_> = kept.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["ok", "do_exit"]);
@@ -585,6 +619,8 @@ mod tests {
                 },
             ],
             read_listings: true,
+            phases: vec![],
+            listing_times: Default::default(),
         };
         let s = sel.drop_summary();
         assert_eq!(s["ambiguous name"], 2);

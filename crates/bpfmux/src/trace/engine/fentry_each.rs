@@ -11,14 +11,15 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context as _};
 use libbpf_rs::libbpf_sys;
 
 use super::{
-    is_fatal, spread_sample, Control, Engine, EngineKind, Interrupted, Refused, Targets,
+    is_fatal, spread_sample, Breakdown, Control, Engine, EngineKind, Interrupted, Refused, Targets,
     FATAL_AFTER_SINGLES,
 };
 use crate::sys::bpf;
@@ -34,14 +35,34 @@ struct Attached {
 
 pub struct FentryEach {
     attached: Vec<Attached>,
+    breakdown: Breakdown,
 }
 
 impl FentryEach {
     pub fn new() -> Self {
         Self {
             attached: Vec::new(),
+            breakdown: Breakdown::default(),
         }
     }
+}
+
+/// Closes every function's links and programs on worker threads, calling
+/// `progress(1)` per function: a per-function trampoline update each, which
+/// overlap in part in the kernel (RCU waits), so this beats one thread.
+fn close_all(attached: Vec<Attached>, progress: &(dyn Fn(usize) + Sync)) {
+    let queue = Mutex::new(attached);
+    std::thread::scope(|s| {
+        for _ in 0..workers() {
+            s.spawn(|| loop {
+                // A poisoned lock only means another closer panicked.
+                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let Some(a) = next else { return };
+                drop(a);
+                progress(1);
+            });
+        }
+    });
 }
 
 fn workers() -> usize {
@@ -49,11 +70,26 @@ fn workers() -> usize {
     (cpus * 2).clamp(2, 16)
 }
 
+/// Nanoseconds spent loading and linking, summed over the workers.
+#[derive(Default)]
+struct Clocks {
+    loads: AtomicUsize,
+    load_ns: AtomicU64,
+    link_ns: AtomicU64,
+}
+
+impl Clocks {
+    fn add(&self, which: &AtomicU64, since: Instant) {
+        which.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
 fn attach_one(
     obj: &TraceObject,
     t: &Targets<'_>,
     i: usize,
     btf_fd: Option<BorrowedFd<'_>>,
+    clocks: &Clocks,
 ) -> Result<Attached, io::Error> {
     let f = &t.funcs[i];
     let mut kinds = vec![(Entry::Fentry, libbpf_sys::BPF_TRACE_FENTRY)];
@@ -62,6 +98,8 @@ fn attach_one(
     }
     let mut progs = Vec::new();
     for (entry, attach_type) in &kinds {
+        let t0 = Instant::now();
+        clocks.loads.fetch_add(1, Ordering::Relaxed);
         let prog = obj
             .load_prog(*entry, *attach_type, btf_fd, f.btf_id)
             .map_err(|e| match e.errno() {
@@ -70,18 +108,18 @@ fn attach_one(
                     LoadFailed(errno, e.to_string()),
                 ),
                 None => io::Error::other(e.to_string()),
-            })?;
-        progs.push(prog);
+            });
+        clocks.add(&clocks.load_ns, t0);
+        progs.push(prog?);
     }
     // Exit first, entry last, so every entry recorded has its exit; the
     // links are kept entry first, which is the order they close in.
     let mut links = Vec::with_capacity(progs.len());
     for (prog, (_, attach_type)) in progs.iter().zip(&kinds).rev() {
-        links.push(bpf::link_create_tracing(
-            prog.as_raw_fd(),
-            *attach_type,
-            t.cookies[i],
-        )?);
+        let t0 = Instant::now();
+        let link = bpf::link_create_tracing(prog.as_raw_fd(), *attach_type, t.cookies[i]);
+        clocks.add(&clocks.link_ns, t0);
+        links.push(link?);
     }
     links.reverse();
     Ok(Attached {
@@ -174,6 +212,7 @@ impl Engine for FentryEach {
             .copied()
             .chain(all.iter().copied().filter(|i| !first.contains(i)))
             .collect();
+        let clocks = Clocks::default();
         let next = AtomicUsize::new(0);
         let ok_count = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
@@ -190,7 +229,7 @@ impl Engine for FentryEach {
                         return;
                     };
                     let btf_fd = module_fds.get(&t.funcs[i].scope).map(|f| f.as_fd());
-                    let r = attach_one(obj, t, i, btf_fd);
+                    let r = attach_one(obj, t, i, btf_fd, &clocks);
                     match &r {
                         Ok(_) => {
                             ok_count.fetch_add(1, Ordering::Relaxed);
@@ -224,13 +263,17 @@ impl Engine for FentryEach {
         let results = results
             .into_inner()
             .map_err(|_| anyhow!("a fentry-each worker panicked"))?;
-        if ctl.cancelled() {
-            // `results` drops here: every link made so far closes.
-            return Err(Interrupted.into());
-        }
-        if let Some(e) = fatal.into_inner().ok().flatten() {
-            // `results` drops here: every link made so far closes.
-            return Err(anyhow!(e).context("fentry-each: the kernel refuses fentry programs"));
+        let fatal = fatal.into_inner().ok().flatten();
+        if ctl.cancelled() || fatal.is_some() {
+            // Nothing half-attached: close every link made so far.
+            let made = results.into_iter().filter_map(|(_, r)| r.ok()).collect();
+            close_all(made, ctl.detached);
+            return Err(match fatal {
+                Some(e) if !ctl.cancelled() => {
+                    anyhow!(e).context("fentry-each: the kernel refuses fentry programs")
+                }
+                _ => Interrupted.into(),
+            });
         }
         let mut refused = Vec::new();
         let mut attached = Vec::with_capacity(results.len());
@@ -249,12 +292,25 @@ impl Engine for FentryEach {
                 "fentry-each: the kernel refused every function ({e})"
             ));
         }
+        self.breakdown = Breakdown {
+            loads: clocks.loads.into_inner(),
+            load_time: Duration::from_nanos(clocks.load_ns.into_inner()),
+            links: attached.iter().map(|a| a._links.len()).sum(),
+            link_funcs: attached.len(),
+            link_time: Duration::from_nanos(clocks.link_ns.into_inner()),
+            refused_tries: refused.len(),
+            refused_time: Duration::ZERO,
+            split: vec![format!(
+                "one program and link per function, {} workers (times summed over them)",
+                workers().min(t.funcs.len())
+            )],
+        };
         self.attached = attached;
         Ok(refused)
     }
 
-    fn detach(&mut self) {
-        self.attached.clear();
+    fn detach(&mut self, progress: &(dyn Fn(usize) + Sync)) {
+        close_all(std::mem::take(&mut self.attached), progress);
     }
 
     fn programs(&self) -> Vec<BorrowedFd<'_>> {
@@ -266,5 +322,9 @@ impl Engine for FentryEach {
 
     fn links(&self) -> usize {
         self.attached.iter().map(|a| a._links.len()).sum()
+    }
+
+    fn breakdown(&self) -> Breakdown {
+        self.breakdown.clone()
     }
 }

@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use libbpf_rs::libbpf_sys;
 
 use super::tracing_multi::TracingMulti;
-use super::{Control, Engine, EngineKind, Refused, Targets};
+use super::{Breakdown, Control, Engine, EngineKind, Refused, Targets};
 use crate::features::KernelBtf;
 use crate::sys::bpf;
 use crate::trace::program::TraceObject;
@@ -73,8 +73,8 @@ impl Engine for Global {
         self.0.attach(obj, targets, ctl)
     }
 
-    fn detach(&mut self) {
-        self.0.detach()
+    fn detach(&mut self, progress: &(dyn Fn(usize) + Sync)) {
+        self.0.detach(progress)
     }
 
     fn programs(&self) -> Vec<BorrowedFd<'_>> {
@@ -83,5 +83,9 @@ impl Engine for Global {
 
     fn links(&self) -> usize {
         self.0.links()
+    }
+
+    fn breakdown(&self) -> Breakdown {
+        self.0.breakdown()
     }
 }

@@ -9,13 +9,16 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use anyhow::Context as _;
 use libbpf_rs::libbpf_sys;
 
-use super::{attach_bisect, bisect_error, Control, Engine, EngineKind, Refused, Targets};
+use super::{
+    attach_bisect, bisect_error, Breakdown, Control, Engine, EngineKind, Refused, Targets,
+};
 use crate::sys::bpf::{self, KprobeTargets};
 use crate::trace::program::{Entry, TraceObject};
 
 pub struct KprobeMulti {
     links: Vec<OwnedFd>,
     prog: Option<OwnedFd>,
+    breakdown: Breakdown,
 }
 
 impl KprobeMulti {
@@ -23,6 +26,7 @@ impl KprobeMulti {
         Self {
             links: Vec::new(),
             prog: None,
+            breakdown: Breakdown::default(),
         }
     }
 }
@@ -43,8 +47,9 @@ impl Engine for KprobeMulti {
         } else {
             (Entry::KprobeEntry, libbpf_sys::BPF_TRACE_KPROBE_MULTI)
         };
-        let prog = obj
-            .load_prog(entry, attach_type, None, 0)
+        let mut bd = Breakdown::default();
+        let prog = bd
+            .load(|| obj.load_prog(entry, attach_type, None, 0))
             .context("loading the kprobe program")?;
         let prog_fd = prog.as_raw_fd();
         let by_addr = t.funcs.iter().all(|f| f.addr.is_some());
@@ -80,7 +85,7 @@ impl Engine for KprobeMulti {
             }
         };
         let all: Vec<usize> = (0..t.funcs.len()).collect();
-        let (links, refused) = attach_bisect(&all, &mut attach, ctl)
+        let (links, refused) = attach_bisect(&all, &mut attach, ctl, &mut bd)
             .map_err(bisect_error)
             .with_context(|| {
                 format!(
@@ -91,12 +96,14 @@ impl Engine for KprobeMulti {
             })?;
         self.links = links;
         self.prog = Some(prog);
+        self.breakdown = bd;
         Ok(refused)
     }
 
-    fn detach(&mut self) {
+    fn detach(&mut self, progress: &(dyn Fn(usize) + Sync)) {
         self.links.clear();
         self.prog = None;
+        progress(std::mem::take(&mut self.breakdown.link_funcs));
     }
 
     fn programs(&self) -> Vec<BorrowedFd<'_>> {
@@ -105,5 +112,9 @@ impl Engine for KprobeMulti {
 
     fn links(&self) -> usize {
         self.links.len()
+    }
+
+    fn breakdown(&self) -> Breakdown {
+        self.breakdown.clone()
     }
 }

@@ -27,6 +27,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -259,11 +260,70 @@ pub struct Control<'a> {
     pub progress: &'a (dyn Fn(usize) + Sync),
     /// Set (by a signal handler) to abandon the attach.
     pub cancel: &'a AtomicBool,
+    /// Called with the number of functions just detached again, while an
+    /// abandoned or failed attach is undone (it can take as long as the
+    /// attach did: one trampoline update per function for fentry-each).
+    pub detached: &'a (dyn Fn(usize) + Sync),
 }
 
 impl Control<'_> {
     pub fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// Where an engine's attach time went (`-v`, the summary JSON, the bench),
+/// so the kernel's share can be told from ours.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Breakdown {
+    /// Program loads (the verifier), with their total time; fentry-each
+    /// loads on several threads, so its total can exceed the wall time.
+    pub loads: usize,
+    pub load_time: Duration,
+    /// Links the kernel created, the functions they cover and the time
+    /// their creation took (for the kernel: BTF checks, trampolines, text
+    /// patching).
+    pub links: usize,
+    pub link_funcs: usize,
+    pub link_time: Duration,
+    /// Link creations the kernel refused while isolating functions it will
+    /// not attach (a batch is all-or-nothing), and the time they cost.
+    pub refused_tries: usize,
+    pub refused_time: Duration,
+    /// Why the set took more than one link (empty with one link).
+    pub split: Vec<String>,
+}
+
+impl Breakdown {
+    /// Times one link creation of `funcs` functions.
+    pub(crate) fn link<L>(
+        &mut self,
+        funcs: usize,
+        f: impl FnOnce() -> io::Result<L>,
+    ) -> io::Result<L> {
+        let t0 = Instant::now();
+        let r = f();
+        match &r {
+            Ok(_) => {
+                self.links += 1;
+                self.link_funcs += funcs;
+                self.link_time += t0.elapsed();
+            }
+            Err(_) => {
+                self.refused_tries += 1;
+                self.refused_time += t0.elapsed();
+            }
+        }
+        r
+    }
+
+    /// Times one program load.
+    pub(crate) fn load<P, E>(&mut self, f: impl FnOnce() -> Result<P, E>) -> Result<P, E> {
+        let t0 = Instant::now();
+        let r = f();
+        self.loads += 1;
+        self.load_time += t0.elapsed();
+        r
     }
 }
 
@@ -301,14 +361,18 @@ pub trait Engine: Send {
         ctl: Control<'_>,
     ) -> anyhow::Result<Vec<Refused>>;
 
-    /// Detaches everything (links first, then programs).
-    fn detach(&mut self);
+    /// Detaches everything (links first, then programs), calling
+    /// `progress` with the number of functions each step detached.
+    fn detach(&mut self, progress: &(dyn Fn(usize) + Sync));
 
     /// The loaded programs, for run statistics (recursion misses).
     fn programs(&self) -> Vec<BorrowedFd<'_>>;
 
     /// Number of links the attached state uses.
     fn links(&self) -> usize;
+
+    /// Where the last attach's time went.
+    fn breakdown(&self) -> Breakdown;
 }
 
 pub fn new_engine(kind: EngineKind) -> Box<dyn Engine> {
@@ -348,10 +412,12 @@ pub(crate) fn spread_sample(idx: &[usize]) -> Vec<usize> {
 /// leaves nothing behind. On error or cancel every link made so far is
 /// closed. `L` is what one try holds open (a link, or an entry and an exit
 /// link).
+/// Each try is timed into `bd`.
 pub(crate) fn attach_bisect<L>(
     idx: &[usize],
     attach: &mut dyn FnMut(&[usize]) -> io::Result<L>,
     ctl: Control<'_>,
+    bd: &mut Breakdown,
 ) -> io::Result<(Vec<L>, Vec<Refused>)> {
     struct State<L> {
         links: Vec<L>,
@@ -414,8 +480,24 @@ pub(crate) fn attach_bisect<L>(
         sample: spread_sample(idx),
         kernel_ok: false,
     };
-    // On error `st` is dropped here and its links closed: nothing half-attached.
-    go(idx, attach, ctl, &mut st)?;
+    let (links_before, tries_before) = (bd.links, bd.refused_tries);
+    let mut timed = |chunk: &[usize]| bd.link(chunk.len(), || attach(chunk));
+    if let Err(e) = go(idx, &mut timed, ctl, &mut st) {
+        // Nothing half-attached: close every link made so far.
+        let n = st.attached;
+        drop(st);
+        (ctl.detached)(n);
+        return Err(e);
+    }
+    if !st.refused.is_empty() {
+        bd.split.push(format!(
+            "{} links after isolating {} function{} the kernel refused ({} refused tries)",
+            bd.links - links_before,
+            st.refused.len(),
+            if st.refused.len() == 1 { "" } else { "s" },
+            bd.refused_tries - tries_before
+        ));
+    }
     if st.attached == 0 {
         let e = st
             .refused
@@ -470,6 +552,7 @@ mod tests {
         Control {
             progress,
             cancel: &NEVER,
+            detached: &|_| {},
         }
     }
 
@@ -505,12 +588,23 @@ mod tests {
         let progress = |n: usize| {
             done.fetch_add(n, Ordering::Relaxed);
         };
-        let (links, refused) = attach_bisect(&all, &mut attach, ctl(&progress)).unwrap();
+        let mut bd = Breakdown::default();
+        let (links, refused) = attach_bisect(&all, &mut attach, ctl(&progress), &mut bd).unwrap();
         assert_eq!(refused_indexes(&refused), bad);
         assert_eq!(done.into_inner(), 61);
         assert!(links.iter().all(|l| l.as_raw_fd() >= 0));
         // Far fewer tries than one per function.
         assert!(*calls.borrow() < 40, "{} tries", calls.borrow());
+        // Every try is in the breakdown, and the split is explained.
+        assert_eq!(bd.links, links.len());
+        assert_eq!(bd.link_funcs, 61);
+        assert_eq!(bd.links + bd.refused_tries, *calls.borrow());
+        assert_eq!(bd.split.len(), 1);
+        assert!(
+            bd.split[0].contains("isolating 3 functions"),
+            "{:?}",
+            bd.split
+        );
     }
 
     #[test]
@@ -518,7 +612,8 @@ mod tests {
         let mut eperm =
             |_: &[usize]| -> io::Result<OwnedFd> { Err(io::Error::from_raw_os_error(libc::EPERM)) };
         let all: Vec<usize> = (0..1000).collect();
-        let e = attach_bisect(&all, &mut eperm, ctl(&|_| {})).unwrap_err();
+        let e =
+            attach_bisect(&all, &mut eperm, ctl(&|_| {}), &mut Breakdown::default()).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EPERM));
 
         let tries = RefCell::new(0);
@@ -526,7 +621,7 @@ mod tests {
             *tries.borrow_mut() += 1;
             Err(io::Error::from_raw_os_error(libc::EINVAL))
         };
-        assert!(attach_bisect(&all, &mut einval, ctl(&|_| {})).is_err());
+        assert!(attach_bisect(&all, &mut einval, ctl(&|_| {}), &mut Breakdown::default()).is_err());
         // Gave up after a handful of single failures, not 2000 tries.
         assert!(*tries.borrow() < 50, "{} tries", tries.borrow());
     }
@@ -539,7 +634,8 @@ mod tests {
         let tries = RefCell::new(0);
         let mut attach = refusing(&bad, &tries);
         let all: Vec<usize> = (0..40).collect();
-        let (links, refused) = attach_bisect(&all, &mut attach, ctl(&|_| {})).unwrap();
+        let (links, refused) =
+            attach_bisect(&all, &mut attach, ctl(&|_| {}), &mut Breakdown::default()).unwrap();
         assert_eq!(refused_indexes(&refused), bad);
         assert!(!links.is_empty());
     }
@@ -572,8 +668,9 @@ mod tests {
         let c = Control {
             progress: &|_| {},
             cancel: &cancel,
+            detached: &|_| {},
         };
-        let e = attach_bisect(&all, &mut attach, c)
+        let e = attach_bisect(&all, &mut attach, c, &mut Breakdown::default())
             .err()
             .expect("cancelled");
         assert!(e.get_ref().is_some_and(|i| i.is::<Interrupted>()));

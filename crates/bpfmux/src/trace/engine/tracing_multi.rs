@@ -16,7 +16,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use anyhow::Context as _;
 
-use super::{attach_bisect, bisect_error, Control, Engine, EngineKind, ExitSide, Refused, Targets};
+use super::{
+    attach_bisect, bisect_error, Breakdown, Control, Engine, EngineKind, ExitSide, Refused, Targets,
+};
 use crate::sys::bpf;
 use crate::trace::btf::module_btf_fd;
 use crate::trace::pattern::Scope;
@@ -31,6 +33,7 @@ pub struct TracingMulti {
     // Declared before `progs`: links close first.
     links: Vec<Batch>,
     progs: Vec<OwnedFd>,
+    breakdown: Breakdown,
 }
 
 impl TracingMulti {
@@ -39,6 +42,7 @@ impl TracingMulti {
             global,
             links: Vec::new(),
             progs: Vec::new(),
+            breakdown: Breakdown::default(),
         }
     }
 
@@ -83,6 +87,18 @@ impl Engine for TracingMulti {
         let mut refused = Vec::new();
         let mut links = Vec::new();
         let mut progs = Vec::new();
+        let mut bd = Breakdown::default();
+        if by_scope.len() > 1 {
+            bd.split.push(format!(
+                "one link per BTF object ({}): a tracing_multi link takes functions of its \
+                 program's attach BTF only",
+                by_scope
+                    .keys()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         for (scope, idx) in by_scope {
             let btf_fd = match scope {
                 Scope::Vmlinux => None,
@@ -92,8 +108,10 @@ impl Engine for TracingMulti {
             };
             let mut scope_progs = Vec::new();
             for &(entry, attach_type) in &kinds {
-                let prog = obj
-                    .load_prog(entry, attach_type, btf_fd.as_ref().map(|f| f.as_fd()), 0)
+                let prog = bd
+                    .load(|| {
+                        obj.load_prog(entry, attach_type, btf_fd.as_ref().map(|f| f.as_fd()), 0)
+                    })
                     .with_context(|| {
                         format!("loading the {} {entry:?} program for {scope}", self.kind())
                     })?;
@@ -116,7 +134,7 @@ impl Engine for TracingMulti {
                 batch.reverse();
                 Ok(batch)
             };
-            let (l, r) = attach_bisect(&idx, &mut attach, ctl)
+            let (l, r) = attach_bisect(&idx, &mut attach, ctl, &mut bd)
                 .map_err(bisect_error)
                 .with_context(|| {
                     format!("tracing_multi link on {} functions of {scope}", idx.len())
@@ -125,14 +143,18 @@ impl Engine for TracingMulti {
             refused.extend(r);
             progs.extend(scope_progs.into_iter().map(|(p, _)| p));
         }
+        // A try of the exit side made an entry and an exit link.
+        bd.links = links.iter().map(Vec::len).sum();
+        self.breakdown = bd;
         self.links = links;
         self.progs = progs;
         Ok(refused)
     }
 
-    fn detach(&mut self) {
+    fn detach(&mut self, progress: &(dyn Fn(usize) + Sync)) {
         self.links.clear();
         self.progs.clear();
+        progress(std::mem::take(&mut self.breakdown.link_funcs));
     }
 
     fn programs(&self) -> Vec<BorrowedFd<'_>> {
@@ -141,5 +163,9 @@ impl Engine for TracingMulti {
 
     fn links(&self) -> usize {
         self.links.iter().map(Vec::len).sum()
+    }
+
+    fn breakdown(&self) -> Breakdown {
+        self.breakdown.clone()
     }
 }
