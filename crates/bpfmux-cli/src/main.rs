@@ -2,6 +2,7 @@
 //! `bpfmux` library; each subcommand lives in `cmd/`.
 
 mod cmd;
+mod cmdline;
 mod input;
 mod parse;
 mod progress;
@@ -60,6 +61,11 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("bpfmux: error: {e:#}");
-        std::process::exit(1);
+        // A `trace -c` command that cannot run: the status a shell gives it.
+        let status = e
+            .chain()
+            .find_map(|c| c.downcast_ref::<cmdline::CommandError>())
+            .map_or(1, |c| c.status);
+        std::process::exit(status);
     }
 }

@@ -1,4 +1,5 @@
-# bpfmux trace: exact counts on every engine the kernel has, globs of hundreds of
+# bpfmux trace: exact counts on every engine the kernel has (-c: the command's own calls
+# only, no shell in front), globs of hundreds of
 # functions, per-call events, clear errors, refused functions skipped by name, nothing
 # left attached after an error or a signal. The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
@@ -7,6 +8,7 @@ tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 # summary must say so), and the automatic choice must take it.
 if on ours; then
 	run trace-count-global tc count global
+	run trace-own-global tc own global
 	run trace-latency-global tc count global --latency
 	run trace-glob-global tc glob global 300 'vfs_*' '__x64_sys_*'
 	run trace-args-global tc args global
@@ -20,6 +22,9 @@ if on ours stock-7.3; then
 		run "trace-count-$e" tc count "$e"
 		run "trace-latency-$e" tc count "$e" --latency
 	done
+	for e in tracing-multi kprobe-multi fentry-each; do
+		run "trace-own-$e" tc own "$e"
+	done
 	run trace-glob-tracing-multi tc glob tracing-multi 300 'vfs_*' '__x64_sys_*'
 	run trace-args-tracing-multi tc args tracing-multi
 	run trace-refused-tracing-multi tc refused tracing-multi
@@ -30,8 +35,10 @@ fi
 if on stock-6.12; then
 	run trace-count-auto tc count auto
 	run trace-count-kprobe-multi tc count kprobe-multi
+	run trace-own-kprobe-multi tc own kprobe-multi
 	run trace-latency-kprobe-multi tc count kprobe-multi --latency
 	run trace-count-fentry-each tc count fentry-each
+	run trace-own-fentry-each tc own fentry-each
 	run trace-latency-fentry-each tc count fentry-each --latency
 	run trace-no-tracing-multi tc unavailable tracing-multi
 fi
@@ -46,3 +53,4 @@ run trace-refused-all-fentry-each tc refused-all fentry-each
 run trace-sigint-fentry-each tc sigint fentry-each 'vfs_*' '__x64_sys_*'
 run trace-sigterm-kprobe-multi tc sigterm kprobe-multi 'vfs_*'
 run trace-unknown-function tc unknown
+run trace-c-not-found tc not-found

@@ -8,6 +8,10 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
   glob ENGINE MIN PATTERN... a glob set: >= MIN functions attached, the notrace
                              vfs_caches_init dropped, getpgid still counted exactly
   args ENGINE                --args on getpgid 3x: 3 entry and 3 exit events, in order
+  own ENGINE                 -c runs the command itself (no shell in front, found through PATH):
+                             5000 sigaction queries count exactly 5000 (dash makes 7 at startup)
+  not-found                  -c with a command that is not in PATH: exit 127 before attaching,
+                             a message naming it
   unknown                    an unknown function: exit status != 0, a clear message
   unavailable ENGINE         a forced engine the kernel lacks: exit != 0, says why
   refused ENGINE             exact names with a notrace one (the kernel refuses it at attach,
@@ -40,6 +44,9 @@ import threading
 import time
 
 GETPGID, GETPRIORITY = 1000, 500
+# A system call /bin/sh makes at startup too (dash: 7 rt_sigaction), and the command
+# exactly this often.
+SIGACTION = 5000
 # Not traceable, but in BTF: noinstr (no ftrace site), so only the kernel's attach
 # says no; and one on the verifier's deny list, which bpfmux refuses itself.
 NOTRACE, DENIED = "do_syscall_64", "migrate_disable"
@@ -76,9 +83,10 @@ def check_nothing_attached(what):
           f"{left[:3]})")
 
 
-def run(bpfmux, args, timeout=600):
+def run(bpfmux, args, timeout=600, env=None):
     global last_stderr
-    p = subprocess.run([bpfmux, "trace", *args], capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run([bpfmux, "trace", *args], capture_output=True, text=True, timeout=timeout,
+                       env=env)
     last_stderr = p.stderr
     for line in p.stderr.splitlines():
         print(f"  stderr: {line}")
@@ -124,9 +132,9 @@ def calls(summary, name):
     return {f["name"]: f for f in summary["functions"]}.get(name, {})
 
 
-def traced(bpfmux, trigger, engine, extra, patterns, trig_args):
+def traced(bpfmux, trigger, engine, extra, patterns, trig_args, env=None):
     args = [*engine_args(engine), "--json", "-c", f"{trigger} {trig_args}", *extra, *patterns]
-    p = run(bpfmux, args)
+    p = run(bpfmux, args, env=env)
     check(p.returncode == 0, f"bpfmux trace {' '.join(args)} exits 0 (got {p.returncode})")
     if p.returncode != 0:
         return None, None
@@ -198,6 +206,32 @@ def t_args(bpfmux, trigger, engine):
           "entry events name the argument (regs)")
     check(all(e["duration_ns"] > 0 for e in ev if e["kind"] == "exit"), "exit events have durations")
     check(s["events"] == 6, f"summary counts 6 events ({s['events']})")
+
+
+def t_own(bpfmux, trigger, engine):
+    """-c counts the command's own calls only, like bpftrace -c: a /bin/sh started first
+    would add its startup's rt_sigaction calls (and its loader's opens and reads)."""
+    # By name through PATH, with a quoted argument: split like sh, found like execvp.
+    env = dict(os.environ, PATH=f"{os.path.dirname(trigger)}:{os.environ.get('PATH', '')}")
+    name = os.path.basename(trigger)
+    _, s = traced(bpfmux, name, engine, [], ["__x64_sys_rt_sigaction"], f"sigaction '{SIGACTION}'",
+                  env)
+    if not s:
+        return
+    check_engine(bpfmux, engine, s)
+    got = calls(s, "__x64_sys_rt_sigaction").get("calls")
+    check(got == SIGACTION, f"__x64_sys_rt_sigaction: {got} calls counted (want exactly "
+          f"{SIGACTION}, the command's own)")
+    check(s.get("command_exit") == 0, f"the command exited 0 ({s.get('command_exit')})")
+    check("note:" not in last_stderr, "no note about a shell for a simple command")
+
+
+def t_not_found(bpfmux, trigger):
+    p = run(bpfmux, ["--json", "-c", "no-such-command-bpfmux --x", "__x64_sys_getpgid"])
+    check(p.returncode == 127, f"-c with an unknown command: exit {p.returncode} (want 127)")
+    check("no-such-command-bpfmux: command not found" in p.stderr,
+          "the error names the command that was not found")
+    check("attached" not in p.stderr, "nothing was attached")
 
 
 def t_unknown(bpfmux, trigger):
@@ -440,7 +474,8 @@ def main():
     bpfmux, trigger, what, *rest = sys.argv[1:]
     links_tool = os.path.join(os.path.dirname(trigger), "trace-links")
     check_nothing_attached("earlier checks (before this one)")
-    {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown,
+    {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,
+     "not-found": t_not_found,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star,
      "star-sigint": t_star_sigint}[what](bpfmux, trigger, *rest)

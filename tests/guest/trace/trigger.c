@@ -2,11 +2,15 @@
 /*
  * Calls known kernel functions a known number of times, for the `bpfmux trace` checks:
  *
- *   trigger getpgid N [getpriority M]
+ *   trigger CALL N [CALL N]...
  *
- * getpgid(0) N times (__x64_sys_getpgid), then getpriority(PRIO_PROCESS, 0) M times
- * (__x64_sys_getpriority). Nothing else in this program makes those system calls.
+ * CALL getpgid: getpgid(0) (__x64_sys_getpgid); getpriority: getpriority(PRIO_PROCESS, 0)
+ * (__x64_sys_getpriority); sigaction: sigaction(SIGUSR1, NULL, &old), a query
+ * (__x64_sys_rt_sigaction), which /bin/sh also makes at startup (dash: 7 times), so a shell
+ * started in front of the command shows in the count. Nothing else in this program, its
+ * dynamic loader or libc's startup makes those system calls.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,13 +28,18 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "getpriority")) {
 			for (long k = 0; k < n; k++)
 				syscall(SYS_getpriority, 0 /* PRIO_PROCESS */, 0);
+		} else if (!strcmp(argv[i], "sigaction")) {
+			struct sigaction old;
+
+			for (long k = 0; k < n; k++)
+				sigaction(SIGUSR1, NULL, &old);
 		} else {
 			fprintf(stderr, "trigger: unknown call %s\n", argv[i]);
 			return 2;
 		}
 	}
 	if (argc < 3 || argc % 2 == 0) {
-		fprintf(stderr, "usage: trigger getpgid N [getpriority M]\n");
+		fprintf(stderr, "usage: trigger getpgid|getpriority|sigaction N ...\n");
 		return 2;
 	}
 	return 0;

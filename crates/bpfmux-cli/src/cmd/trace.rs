@@ -19,6 +19,7 @@ use bpfmux::trace::select::{self as selection, SelectOptions};
 use bpfmux::trace::{self, TraceOptions, Tracer};
 use serde_json::json;
 
+use crate::cmdline::{self, NeedsShell};
 use crate::input::{read_text, MAX_TEXT_FILE};
 use crate::parse::{parse_interval, parse_seconds};
 use crate::progress::AttachProgress;
@@ -99,8 +100,11 @@ pub struct Args {
     /// Seconds between updates.
     #[arg(short, long, default_value_t = 1.0, value_name = "SECONDS", value_parser = parse_interval)]
     interval: f64,
-    /// Run this shell command once attached, trace only its process, stop
-    /// when it exits (a simple command is exec-ed, keeping its pid).
+    /// Run this command once attached, trace only its process, stop when it
+    /// exits. A simple command (words, '...' "..." \ quoting, NAME=value in
+    /// front) is split as sh would and exec-ed directly, found through PATH,
+    /// so only its own calls count (exit 127 if not found); lists, pipelines,
+    /// redirections and expansions run under /bin/sh, with a note.
     #[arg(short = 'c', long, value_name = "COMMAND")]
     command: Option<String>,
     /// JSON lines: one object per interval (or event), then a summary.
@@ -196,29 +200,34 @@ struct Child {
 
 impl Child {
     fn spawn(cmd: &str) -> anyhow::Result<Self> {
-        let sh = CString::new("/bin/sh")?;
-        // A simple command replaces the shell (same pid, so the pid filter
-        // sees it); a list or pipeline keeps the shell, whose children have
-        // their own pids.
-        let script = if cmd.contains([';', '&', '|', '\n', '(', ')', '`']) {
-            eprintln!(
-                "bpfmux trace: note: -c runs a shell list or pipeline; only the shell's own \
-                 process is traced (use --comm or --cgroup for its children)"
-            );
-            cmd.to_string()
-        } else {
-            format!("exec {cmd}")
+        // Everything the child needs is made here, before the fork: after
+        // it, the child only reads the pipe and calls execve.
+        let prog = cmdline::prepare(cmd)?;
+        match &prog.shell {
+            None => {}
+            Some(NeedsShell::List(what)) => eprintln!(
+                "bpfmux trace: note: -c runs a shell list or pipeline ({what}); only the \
+                 shell's own process is traced (use --comm or --cgroup for its children)"
+            ),
+            Some(NeedsShell::Syntax(what)) => eprintln!(
+                "bpfmux trace: note: -c uses shell syntax ({what}), so {} starts the command \
+                 and its own startup calls are counted too (quote the characters, or give a \
+                 plain command, to count only the command's calls)",
+                cmdline::SHELL
+            ),
+        }
+        let ptrs = |v: &[CString]| -> Vec<*const libc::c_char> {
+            v.iter()
+                .map(|a| a.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
         };
-        let argv = [
-            CString::new("sh")?,
-            CString::new("-c")?,
-            CString::new(script).context("command contains a NUL byte")?,
-        ];
-        let argv_ptrs: Vec<*const libc::c_char> = argv
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect();
+        let (argv, envp) = (ptrs(&prog.argv), ptrs(&prog.env));
+        let script_argv = (!prog.script_argv.is_empty()).then(|| ptrs(&prog.script_argv));
+        let failed = format!(
+            "bpfmux trace: -c: cannot execute {}\n",
+            prog.path.to_string_lossy()
+        );
         let mut fds = [0; 2];
         // SAFETY: fds has room for two descriptors.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -227,7 +236,7 @@ impl Child {
         // SAFETY: the pipe descriptors are ours.
         let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         // SAFETY: the child only calls async-signal-safe functions (close,
-        // read, execv, _exit) before exec.
+        // read, execve, write, _exit) before exec.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(std::io::Error::last_os_error()).context("fork for -c");
@@ -241,8 +250,16 @@ impl Child {
                 if libc::read(rd.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1) != 1 {
                     libc::_exit(127);
                 }
-                libc::execv(sh.as_ptr(), argv_ptrs.as_ptr());
-                libc::_exit(127);
+                libc::execve(prog.path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                let err = *libc::__errno_location();
+                // A file the kernel cannot run (a script without #!): the
+                // shell reads it, as execvp does.
+                if let (libc::ENOEXEC, Some(sa)) = (err, &script_argv) {
+                    libc::execve(sa[0], sa.as_ptr(), envp.as_ptr());
+                }
+                // Only if the file changed since the lookup.
+                libc::write(2, failed.as_ptr() as *const libc::c_void, failed.len());
+                libc::_exit(if err == libc::ENOENT { 127 } else { 126 });
             }
         }
         drop(rd);
