@@ -3,7 +3,8 @@
 export BPFMUX_CACHE ?= $(HOME)/.cache/bpfmux
 
 help:
-	@echo "make demo          build the kernel, boot it, one program on many functions, live counts"
+	@echo "make demo          build the kernel and bpfmux, boot it, bpfmux trace on hundreds of functions"
+	@echo "make cli           build the bpfmux CLI (target/debug/bpfmux; cargo build)"
 	@echo "make test          every test: host (Rust lints + tests) and guest (3 kernels)"
 	@echo "make kernel        base + kernel/patches -> bzImage (incremental, in \$$BPFMUX_CACHE)"
 	@echo "make kernel-export cache tree commits -> kernel/patches/"
@@ -35,8 +36,14 @@ images: deps
 guest-programs: kernel
 	$(MAKE) -s -C tests/guest
 
-demo: kernel guest-programs
-	vm/run -- build/guest/multi-top 'vfs_*' '__x64_sys_*' 5
+# The CLI: the debug build the guest tests run too (its library is optimized, see Cargo.toml).
+BPFMUX_CLI := target/debug/bpfmux
+cli:
+	cargo build --bin bpfmux
+
+# bpfmux trace in our kernel's guest: a live table, then latencies (tests/guest/demo/demo.sh).
+demo: kernel cli
+	vm/run -- tests/guest/demo/demo.sh $(BPFMUX_CLI)
 
 test: kernel images
 	tests/run-all
@@ -48,4 +55,4 @@ bench: kernel images
 bench-quick:
 	$(MAKE) bench QUICK=1
 
-.PHONY: help deps kernel kernel-kasan test-kasan kernel-export images guest-programs demo test bench bench-quick
+.PHONY: help deps kernel kernel-kasan test-kasan kernel-export images guest-programs cli demo test bench bench-quick
