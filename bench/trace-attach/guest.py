@@ -104,6 +104,8 @@ def run_one(bpfmux, engine, names, list_path, timeout):
         "attach_ms": summary["attach_ms"],
         "detach_ms": summary["detach_ms"],
         "wall_s": round(wall, 3),
+        # where the attach time went (bpfmux since issue 26; absent before)
+        "breakdown": summary.get("attach_breakdown"),
     }, None
 
 

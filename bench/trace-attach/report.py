@@ -58,6 +58,8 @@ class Cell:
         self.detach = statistics.median(r["detach_ms"] for r in ok) if ok else None
         self.attached = min(r["attached"] for r in ok) if ok else None
         self.links = ok[0]["links"] if ok else None
+        # the breakdown of the median run (by attach time), where recorded
+        self.run = sorted(ok, key=lambda r: r["attach_ms"])[len(ok) // 2] if ok else None
         # a run stopped at its time limit: its attach time, or a lower bound on it
         stopped = [r for r in runs if r["status"] == "did not finish"]
         self.stopped = stopped[0] if stopped and not ok else None
@@ -162,7 +164,36 @@ def kernel_section(kernel, boots, runs, meta):
             label = f"all ({want})" if s == "all" else f"{want:,}"
             lines.append(f"| {label} | " + " | ".join(row) + " |")
         lines.append("")
+    lines += breakdown_lines(cells, sizes, ENGINES)
     return lines, cells, sizes, total, sizes_cap
+
+
+def breakdown_lines(cells, sizes, engines):
+    """Where the attach time went at the largest size: the kernel's link creation apart
+    from program loads and bpfmux's own share (maps, bookkeeping)."""
+    s, want = max(sizes, key=lambda x: x[1])
+    rows = []
+    for e in engines:
+        c = cells.get((e, s))
+        r = c.run if c is not None else None
+        b = r.get("breakdown") if r else None
+        if not b:
+            continue
+        other = r["attach_ms"] - b["load_ms"] - b["link_ms"] - b["refused_ms"]
+        rows.append(f"| {e} | {ms(r['select_ms'])} | {ms(r['prepare_ms'])} | "
+                    f"{b['program_loads']} / {ms(b['load_ms'])} | "
+                    f"{b['links']} / {ms(b['link_ms'])} | "
+                    f"{b['refused_tries']} / {ms(b['refused_ms'])} | {ms(other)} | "
+                    f"{ms(r['attach_ms'])} |")
+    if not rows:
+        return []
+    label = f"all {want:,}" if s == "all" else f"{want:,}"
+    return [f"Where the time went at {label} functions, ms (the median run; programs and "
+            "links: count / time; fentry-each sums its worker threads; select is the "
+            "exact-names lookup of LIST, prepare the maps):", "",
+            "| engine | select | prepare | program loads | links (kernel) | refused tries | "
+            "rest of attach | attach |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
 
 
 def target_lines(kernel, cells, sizes, total, cap):
