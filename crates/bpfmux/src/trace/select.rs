@@ -457,13 +457,20 @@ pub fn classify(
 /// Exact names join the glob set (marked exact); the result is sorted by
 /// (scope, name) and has no duplicates.
 pub fn merge_exact(funcs: &mut Vec<Func>, exact: Vec<Func>) {
+    // Tens of thousands of exact names (a list from a file) are common:
+    // look them up by key, not by a scan each.
+    let mut at: HashMap<(Scope, String), usize> = funcs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| ((f.scope.clone(), f.name.clone()), i))
+        .collect();
     for e in exact {
-        match funcs
-            .iter_mut()
-            .find(|f| f.scope == e.scope && f.name == e.name)
-        {
-            Some(f) => f.exact = true,
-            None => funcs.push(e),
+        match at.get(&(e.scope.clone(), e.name.clone())) {
+            Some(&i) => funcs[i].exact = true,
+            None => {
+                at.insert((e.scope.clone(), e.name.clone()), funcs.len());
+                funcs.push(e);
+            }
         }
     }
     funcs.sort_by(|a, b| (&a.scope, &a.name).cmp(&(&b.scope, &b.name)));
