@@ -35,10 +35,12 @@ functions ftrace can attach and a trampoline can take, with unique names;
 kernel directly. A function the kernel refuses to attach is skipped with a
 warning naming it and the rest is attached (an unknown name is an error).
 
+Counting starts once every function is attached and stops before detaching.
 Ctrl-C (or SIGTERM) stops tracing, or abandons an attach in progress; either
 way everything attached is detached before bpfmux exits (status 130/143 when
 the attach was abandoned). A second Ctrl-C exits at once; the kernel then
-detaches what is left, since nothing is pinned.
+detaches what is left, since nothing is pinned. -v also says where the
+selection and the attach spent their time.
 
 Engines (default: the first one the kernel accepts, by probing):
   global         this series' global trampoline (tracing_multi + BPF_F_TRACING_MULTI_GLOBAL)
