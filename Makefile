@@ -8,6 +8,7 @@ help:
 	@echo "make test          every test: host (Rust lints + tests) and guest (3 kernels)"
 	@echo "make kernel        base + kernel/patches -> bzImage (incremental, in \$$BPFMUX_CACHE)"
 	@echo "make kernel-export cache tree commits -> kernel/patches/"
+	@echo "make kernel-deb    Debian packages of the kernel (build/kernel-deb/), booted once in the guest"
 	@echo "make test-kasan    the series' guest checks on a KASAN build (make kernel-kasan)"
 	@echo "make images        fetch the stock Debian 7.3.4 and 6.12 kernels for comparison"
 	@echo "make deps          install the Debian packages the build and the guest need"
@@ -29,6 +30,12 @@ test-kasan: kernel kernel-kasan
 
 kernel-export:
 	kernel/export.sh
+
+# Debian packages of the patched kernel for real machines; the packaged image is booted in
+# the guest and must pass the smoke part of the suite.
+kernel-deb: kernel guest-programs cli
+	kernel/deb.sh
+	vm/run --kernel "$$(ls build/kernel-deb/boot/vmlinuz-*)" --timeout 900 -- tests/guest/suite.sh ours 10
 
 images: deps
 	vm/fetch-images.sh
@@ -55,4 +62,4 @@ bench: kernel images
 bench-quick:
 	$(MAKE) bench QUICK=1
 
-.PHONY: help deps kernel kernel-kasan test-kasan kernel-export images guest-programs cli demo test bench bench-quick
+.PHONY: help deps kernel kernel-deb kernel-kasan test-kasan kernel-export images guest-programs cli demo test bench bench-quick
