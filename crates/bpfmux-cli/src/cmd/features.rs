@@ -4,6 +4,19 @@ use bpfmux::features::{self, Status};
 
 /// Probe what the running kernel offers (load/attach attempts, not versions).
 #[derive(clap::Args)]
+#[command(after_help = "\
+Every row is decided by trying: loading a small program, attaching it to a
+test function, reading an enum from kernel BTF. A row says yes; no (with the
+error the kernel gave); not permitted (the kernel has it, this process may not
+use it here, e.g. the host's refusal of fentry); or error (the probe could not
+decide).
+`bpfmux trace` picks its engine from the same probes.
+
+Examples:
+  bpfmux features                         the table: feature, status, detail
+  bpfmux features --json | jq '.features[] | select(.status == \"yes\") | .name'
+                                          the names of what this kernel has
+  bpfmux features --verbose               the same, with libbpf's own messages")]
 pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
