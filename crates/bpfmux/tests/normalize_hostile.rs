@@ -4,9 +4,11 @@
 //! PROT_NONE file and anonymous mappings, and ELF files with 20- and
 //! 32-byte build IDs. The text backend and PROCMAP_QUERY must return the
 //! same mappings, names and build IDs (run as root: the text backend reads
-//! deleted and memfd files through /proc/PID/map_files).
+//! deleted and memfd files through /proc/PID/map_files). Again as a user
+//! without the capability map_files/ needs: the text backend then reads
+//! those two build IDs from the process's memory.
 //!
-//! The helper is this test binary re-executed (`--ignored --exact`).
+//! The helpers are this test binary re-executed (`--ignored --exact`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -18,6 +20,9 @@ use std::process::{Child, Command, Stdio};
 use bpfmux::normalize::{Backend, Mapping, Normalizer, Options, VmaFilter};
 
 const ENV: &str = "BPFMUX_TEST_HOSTILE_DIR";
+const UNPRIVILEGED_ENV: &str = "BPFMUX_TEST_HOSTILE_UNPRIVILEGED";
+/// nobody: the unprivileged user the root run switches to.
+const NOBODY: u32 = 65534;
 const PAGE: usize = 4096;
 
 /// A minimal ELF64 shared object: header, one PT_LOAD, one PT_NOTE holding
@@ -224,4 +229,82 @@ fn hostile_process_gets_the_same_answer_from_both_backends() {
         .unwrap()
     };
     assert_eq!(norm(Backend::Text), norm(Backend::ProcmapQuery));
+}
+
+/// Deleted-file and memfd build IDs from both backends, for a hostile
+/// process this process starts (so ptrace rules let it read its memory).
+fn deleted_and_memfd_build_ids_agree() {
+    let h = spawn();
+    let pid = h.child.id();
+    let gone = named_one(pid, "/gone (deleted)");
+    let map_files = format!("/proc/{pid}/map_files/{:x}-{:x}", gone.0, gone.1);
+    assert!(
+        std::fs::File::open(&map_files).is_err(),
+        "{map_files} opens: this user is not unprivileged enough for the check"
+    );
+    let text = mappings(pid, Backend::Text);
+    let ioctl = mappings(pid, Backend::ProcmapQuery);
+    let exe_id = named(&text, "/new\\012line")[0]
+        .build_id
+        .expect("build ID of the newline-named file");
+    for suffix in ["/gone (deleted)", "/memfd:hostile\\012memfd (deleted)"] {
+        let t = named(&text, suffix);
+        let i = named(&ioctl, suffix);
+        assert_eq!(t.len(), 1, "{suffix}: {text:#?}");
+        assert_eq!(t[0].build_id, Some(exe_id), "text backend, {suffix}");
+        assert_eq!(i[0].build_id, Some(exe_id), "ioctl backend, {suffix}");
+    }
+    assert_eq!(text, ioctl, "text vs ioctl");
+}
+
+/// (start, end) of the one mapping whose name ends in `suffix`.
+fn named_one(pid: u32, suffix: &str) -> (u64, u64) {
+    let ms = mappings(pid, Backend::ProcmapQuery);
+    let m = named(&ms, suffix);
+    assert_eq!(m.len(), 1, "{suffix}");
+    (m[0].start, m[0].end)
+}
+
+#[test]
+#[ignore = "helper process for unprivileged_text_backend_reads_build_ids_from_memory"]
+fn unprivileged_helper() {
+    assert!(
+        std::env::var(UNPRIVILEGED_ENV).is_ok(),
+        "run only as a helper"
+    );
+    deleted_and_memfd_build_ids_agree();
+    println!("RESULT agreed");
+}
+
+/// Without CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE, /proc/PID/map_files/ is
+/// closed, so the text backend cannot open a deleted file or a memfd; it
+/// must still give the build IDs PROCMAP_QUERY gives. As root the check runs
+/// as nobody; as any other user, as that user.
+#[test]
+fn unprivileged_text_backend_reads_build_ids_from_memory() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        deleted_and_memfd_build_ids_agree();
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "unprivileged_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(UNPRIVILEGED_ENV, "1")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("RESULT agreed"),
+        "helper as uid {NOBODY} said:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

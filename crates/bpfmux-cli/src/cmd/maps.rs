@@ -16,9 +16,11 @@ Both backends report the same mappings. Names are shown as the kernel's
 (the ioctl backend's raw name is escaped the same way), \" (deleted)\" follows
 an unlinked file. The [vsyscall] page is not a VMA of the process (the
 PROCMAP_QUERY ioctl cannot return it), so neither backend lists it and its
-addresses are unmapped. Build IDs of deleted and memfd files need
-/proc/PID/map_files (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) on the text
-backend; the ioctl backend gets them from the kernel.
+addresses are unmapped. Build IDs of deleted and memfd files: the ioctl
+backend gets them from the kernel; the text backend opens the file through
+/proc/PID/map_files (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) or else reads
+the file's first pages where the process maps them (/proc/PID/mem, which
+ptrace rules allow for one's own processes).
 
 Examples:
   bpfmux maps --pid 1234                          every mapping

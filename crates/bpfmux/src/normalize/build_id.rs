@@ -17,8 +17,59 @@ const BUILD_ID_SIZE_MAX: usize = super::mapping::BUILD_ID_MAX;
 /// A build-ID note sits in a small segment; don't read huge bogus ones.
 const MAX_NOTE_SEGMENT: u64 = 1 << 20;
 
+/// Positional reads of an ELF image: a file, or a process's memory where
+/// the file is mapped ([`MappedImage`]).
+pub trait ReadAt {
+    /// Reads at `off`; `Ok(0)` past the end.
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
+}
+
+impl ReadAt for File {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        FileExt::read_at(self, buf, off)
+    }
+}
+
+/// A file's bytes as a process maps them, read through `/proc/PID/mem`:
+/// for a file the reader cannot open (deleted or a memfd, without the
+/// capability `map_files/` needs), where the same user may still read the
+/// process's memory. Only the file ranges some mapping covers can be read;
+/// the ELF header, program headers and build-ID note sit at the start of
+/// the first mapping in every normal binary.
+pub struct MappedImage {
+    mem: File,
+    /// (file offset, length, address) of each mapping of the file.
+    ranges: Vec<(u64, u64, u64)>,
+}
+
+impl MappedImage {
+    /// `ranges`: (file offset, start, end) of the file's mappings in `pid`.
+    pub fn open(pid: u32, ranges: impl IntoIterator<Item = (u64, u64, u64)>) -> io::Result<Self> {
+        let mem = File::open(format!("/proc/{pid}/mem"))?;
+        let ranges = ranges
+            .into_iter()
+            .map(|(off, start, end)| (off, end.saturating_sub(start), start))
+            .collect();
+        Ok(Self { mem, ranges })
+    }
+}
+
+impl ReadAt for MappedImage {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let Some(&(base, len, addr)) = self
+            .ranges
+            .iter()
+            .find(|(base, len, _)| (*base..base.saturating_add(*len)).contains(&off))
+        else {
+            return Ok(0);
+        };
+        let n = buf.len().min((base + len - off) as usize);
+        FileExt::read_at(&self.mem, &mut buf[..n], addr + (off - base))
+    }
+}
+
 /// `Ok(None)`: not an ELF executable/shared object, or it has no build ID.
-pub fn read(file: &File) -> io::Result<Option<BuildId>> {
+pub fn read(file: &impl ReadAt) -> io::Result<Option<BuildId>> {
     // One read covers the ELF header and, for normal binaries, the program
     // headers too.
     let mut head = [0u8; 4096];
@@ -115,7 +166,7 @@ fn align4(n: usize) -> Option<usize> {
     n.checked_add(3).map(|v| v & !3)
 }
 
-fn read_at_most(file: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+fn read_at_most(file: &impl ReadAt, buf: &mut [u8], off: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], off + done as u64) {

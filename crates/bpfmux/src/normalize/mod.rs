@@ -28,6 +28,7 @@ use std::fs::File;
 use std::path::PathBuf;
 
 pub use build_id::read as read_build_id;
+pub use build_id::{MappedImage, ReadAt};
 pub use error::NormalizeError;
 pub use mapping::{
     escape_name, BuildId, Mapping, Normalized, NormalizedAddr, Perms, Resolved, BUILD_ID_MAX,
@@ -489,20 +490,41 @@ impl Normalizer {
     }
 
     /// Text mode: read build IDs from the mapped files ourselves, once per
-    /// distinct file. A file we cannot open (permissions, gone) simply has
-    /// no build ID.
+    /// distinct file. A file we cannot open (deleted or a memfd, without the
+    /// capability `map_files/` needs) is read where the process maps it,
+    /// through `/proc/PID/mem`; where that fails too it has no build ID.
     fn fill_build_ids_text(&mut self, pid: u32, mappings: &mut [Mapping]) {
         let mut ids = self.build_id_cache_take(pid);
         let mut last: Option<(FileKey, Option<BuildId>)> = None;
+        // Where each file is mapped, for files that cannot be opened.
+        let ranges: Vec<(FileKey, u64, u64, u64)> = mappings
+            .iter()
+            .filter(|m| m.is_file_backed())
+            .map(|m| (FileKey::of(m), m.offset, m.start, m.end))
+            .collect();
         for m in mappings.iter_mut().filter(|m| m.is_file_backed()) {
             let key = FileKey::of(m);
             if let Some((_, id)) = last.filter(|(k, _)| *k == key) {
                 m.build_id = id;
                 continue;
             }
-            let id = *ids.entry(key).or_insert_with(|| {
-                open_mapped_file(pid, m).and_then(|f| read_build_id(&f).ok().flatten())
-            });
+            let id = *ids
+                .entry(key)
+                .or_insert_with(|| match open_mapped_file(pid, m) {
+                    Some(f) => read_build_id(&f).ok().flatten(),
+                    // Deleted or a memfd, and map_files/ is closed to us: the
+                    // process's memory still holds the file's first pages.
+                    None => {
+                        let of_file = ranges
+                            .iter()
+                            .filter(|r| r.0 == key)
+                            .map(|&(_, off, start, end)| (off, start, end));
+                        MappedImage::open(pid, of_file)
+                            .and_then(|img| read_build_id(&img))
+                            .ok()
+                            .flatten()
+                    }
+                });
             m.build_id = id;
             last = Some((key, id));
         }
