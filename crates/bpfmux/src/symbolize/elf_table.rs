@@ -134,7 +134,7 @@ impl ElfTable {
         Ok(t)
     }
 
-    /// Parses an image and sorts it for lookups (what [`load`] does
+    /// Parses an image and sorts it for lookups (what [`Self::load`] does
     /// without the debug file).
     pub fn from_image(data: &[u8]) -> Result<Self, object::Error> {
         let mut t = Self::parse(data)?;

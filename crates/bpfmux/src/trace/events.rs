@@ -151,7 +151,7 @@ pub struct Event {
     pub comm: String,
 }
 
-/// `struct trace_event` is 104 bytes: 10 u64, 4 u32, comm[16].
+/// `struct trace_event` is 104 bytes: 10 u64, 4 u32, `comm[16]`.
 pub const EVENT_SIZE: usize = 104;
 
 impl Event {
