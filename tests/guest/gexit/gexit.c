@@ -17,6 +17,10 @@
  *                      is refused as a whole
  *   gexit coexist N    fexit (per-function trampoline) and fexit.multi (global) on the
  *                      same function, both orders, both see every return value
+ *   gexit kinds N      a function with only fexit programs is entered through its exit
+ *                      stub (enabled_functions shows where its site goes), moves to its
+ *                      common stub when an fmod_ret.multi program joins and back when it
+ *                      leaves; fexit sees every call and return value at each step
  *   gexit session N    two fsession.multi programs on the same functions, global and
  *                      per-function backend: each exit finds its own entry's cookie and
  *                      the return value; the ninth session program on a function is
@@ -415,6 +419,127 @@ out:
 	bpf_object__close(fobj);
 }
 
+/*
+ * Where ftrace sends @func's site, from enabled_functions ("FUNC (N) ... D" then
+ * "\tdirect-->SYM+0xOFF/0xSIZE"): the symbol into @sym and the offset, or -1 when the
+ * function has no direct call.
+ */
+static long site_target(const char *func, char *sym, size_t symlen)
+{
+	FILE *f = fopen("/sys/kernel/tracing/enabled_functions", "r");
+	size_t len = strlen(func);
+	char line[512], name[128];
+	unsigned long off, size;
+	int in_func = 0;
+	long ret = -1;
+
+	snprintf(sym, symlen, "none");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		const char *arrow = strstr(line, "-->");
+
+		if (line[0] != '\t' && line[0] != ' ')
+			in_func = !strncmp(line, func, len) && line[len] == ' ';
+		if (!in_func || !arrow || !strstr(line, "direct"))
+			continue;
+		if (sscanf(arrow + 3, "%127[^+]+%lx/%lx", name, &off, &size) == 3) {
+			snprintf(sym, symlen, "%s", name);
+			ret = off;
+		}
+		break;
+	}
+	fclose(f);
+	return ret;
+}
+
+/* Whether @func's site calls an exit stub (1), a common stub (0), or neither (-1). */
+static int site_on_exit_stub(const char *func, char *sym, size_t symlen)
+{
+	long off = site_target(func, sym, symlen);
+
+	if (off < 0 || strncmp(sym, "bpf_global_stubs_", 17))
+		return -1;
+	return off >= sysconf(_SC_PAGESIZE);
+}
+
+/* getpgid's site calls an exit stub (@want 1) or a common stub (@want 0). */
+static void expect_stub(int want, const char *step)
+{
+	static const char *const what[] = { "no stub", "common stub", "exit stub" };
+	char sym[128];
+	int where = site_on_exit_stub("__x64_sys_getpgid", sym, sizeof(sym));
+
+	check(where == want, "%s: the site calls the %s (%s, %s)", step, what[want + 1], sym,
+	      what[where + 1]);
+}
+
+/* fexit calls and return values of getpgid and getpriority, @n more than @before. */
+static void kinds_calls(struct bpf_object *obj, long n, __u64 before, const char *step)
+{
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid"), prio = ksym_addr("__x64_sys_getpriority");
+	long r1 = 0, r2 = 0;
+
+	for (long i = 0; i < n; i++) {
+		r1 = syscall(SYS_getpgid, 0);
+		r2 = syscall(SYS_getpriority, 0, 0);
+	}
+	check(counter_hits(obj, pgid) == before + n && counter_hits(obj, prio) == before + n,
+	      "%s: fexit ran %llu and %llu times (want %llu)", step,
+	      (unsigned long long)counter_hits(obj, pgid),
+	      (unsigned long long)counter_hits(obj, prio), (unsigned long long)(before + n));
+	check(map_u64(obj, "rets", pgid) == (__u64)r1 && map_u64(obj, "rets", prio) == (__u64)r2,
+	      "%s: fexit saw return values %lld and %lld (callers got %ld and %ld)", step,
+	      (long long)map_u64(obj, "rets", pgid), (long long)map_u64(obj, "rets", prio), r1, r2);
+}
+
+static void test_kinds(long n)
+{
+	struct bpf_program *xprog, *mprog;
+	struct bpf_object *xobj, *mobj;
+	struct bpf_link *x = NULL, *m = NULL;
+	char sym[128];
+
+	xobj = counter_load(obj_path, "fexit_multi", getpid(), &xprog);
+	mobj = counter_load(obj_path, "fmodret_multi", getpid(), &mprog);
+	check(xobj && mobj, "programs load");
+	if (!xobj || !mobj)
+		goto out;
+	/* cfg 0: the fmod_ret program returns 0 and changes nothing. */
+	set_cfg(mobj, 0, 0);
+	x = attach_ids(xprog, syscalls, 1);
+	check(x != NULL, "global fexit.multi link (%s)", x ? "ok" : strerror(errno));
+	if (!x)
+		goto out;
+	expect_stub(1, "fexit only");
+	kinds_calls(xobj, n, 0, "fexit only");
+
+	m = attach_ids(mprog, syscalls, 1);
+	check(m != NULL, "global fmod_ret.multi link (%s)", m ? "ok" : strerror(errno));
+	if (!m)
+		goto out;
+	expect_stub(0, "fexit and fmod_ret");
+	kinds_calls(xobj, n, n, "fexit and fmod_ret");
+
+	bpf_link__destroy(m);
+	m = NULL;
+	expect_stub(1, "fmod_ret detached");
+	kinds_calls(xobj, n, 2 * n, "fmod_ret detached");
+
+	bpf_link__destroy(x);
+	x = NULL;
+	check(site_target("__x64_sys_getpgid", sym, sizeof(sym)) < 0,
+	      "all detached: the site has no direct call (%s)", sym);
+	syscall(SYS_getpgid, 0);
+	check(counter_hits(xobj, ksym_addr("__x64_sys_getpgid")) == 3 * (__u64)n,
+	      "all detached: a call is not seen");
+out:
+	bpf_link__destroy(m);
+	bpf_link__destroy(x);
+	bpf_object__close(mobj);
+	bpf_object__close(xobj);
+}
+
 /* Two fsession.multi programs on the same functions: each pairs its own entry and exit. */
 static void session_backend(long n, int global)
 {
@@ -529,8 +654,10 @@ int main(int argc, char **argv)
 		test_coexist(n);
 	else if (!strcmp(cmd, "session"))
 		test_session(n);
+	else if (!strcmp(cmd, "kinds"))
+		test_kinds(n);
 	else {
-		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist|session [N]\n",
+		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist|session|kinds [N]\n",
 			argv[0]);
 		return 2;
 	}

@@ -8,4 +8,5 @@ if on ours; then
 	run gexit-rollback "$bin/gexit" rollback
 	run gexit-coexist "$bin/gexit" coexist 300
 	run gexit-session "$bin/gexit" session 200
+	run gexit-kinds "$bin/gexit" kinds 200
 fi
