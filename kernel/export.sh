@@ -26,6 +26,8 @@ echo "kernel-export: $n patches in kernel/patches/" >&2
 # On the commits, not the .patch files: in file mode checkpatch misreads the blank
 # context lines of format-patch output as added trailing whitespace.
 if [ -x "$tree/scripts/checkpatch.pl" ] && [ "$n" -gt 0 ]; then
-	"$tree/scripts/checkpatch.pl" --quiet --strict -g base..HEAD ||
+	# The system python first: checkpatch's spdxcheck.py needs python3-ply and
+	# python3-git (scripts/install-deps), which a python from elsewhere on PATH lacks.
+	PATH=/usr/bin:$PATH "$tree/scripts/checkpatch.pl" --quiet --strict -g base..HEAD ||
 		echo "kernel-export: checkpatch has remarks (above)" >&2
 fi
