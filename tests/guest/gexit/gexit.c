@@ -298,12 +298,35 @@ static void test_mmap(void)
 		close(fd);
 }
 
+static long sleeper_rc[4];
+static int sleeper_tid[4];
+
 static void *sleeper(void *arg)
 {
 	struct timespec ts = { .tv_sec = 2 };
+	long *rc = arg;
 
-	*(long *)arg = syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
+	if (rc >= sleeper_rc && rc < sleeper_rc + 4)
+		__atomic_store_n(&sleeper_tid[rc - sleeper_rc], (int)syscall(SYS_gettid),
+				 __ATOMIC_RELEASE);
+	*rc = syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
 	return NULL;
+}
+
+/* Whether thread @tid of this process is blocked in clock_nanosleep (/proc: "230 ..."). */
+static int in_nanosleep(int tid)
+{
+	char path[64], buf[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	return atoi(buf) == SYS_clock_nanosleep && strchr(buf, ' ');
 }
 
 static void test_sleep(void)
@@ -313,9 +336,9 @@ static void test_sleep(void)
 	struct bpf_program *prog;
 	struct bpf_object *obj;
 	struct bpf_link *link;
+	long *rc = sleeper_rc;
 	pthread_t t[4];
-	long rc[4];
-	int ok = 1;
+	int ok = 1, asleep = 0;
 
 	obj = counter_load(obj_path, "fexit_multi", getpid(), &prog);
 	check(obj && addr, "program loads");
@@ -328,8 +351,21 @@ static void test_sleep(void)
 		goto out;
 	for (int i = 0; i < 4; i++)
 		pthread_create(&t[i], NULL, sleeper, &rc[i]);
-	/* Not usleep(): that is clock_nanosleep too, and this process is counted. */
-	poll(NULL, 0, 500);
+	/*
+	 * Until all four sleep inside the function (at most 1.5 s of their 2 s).
+	 * Not usleep(): that is clock_nanosleep too, and this process is counted.
+	 */
+	for (int w = 0; w < 150 && asleep < 4; w++) {
+		poll(NULL, 0, 10);
+		asleep = 0;
+		for (int i = 0; i < 4; i++) {
+			int tid = __atomic_load_n(&sleeper_tid[i], __ATOMIC_ACQUIRE);
+
+			asleep += tid && in_nanosleep(tid);
+		}
+	}
+	check(asleep == 4, "all four threads sleep in clock_nanosleep before the detach (%d)",
+	      asleep);
 	bpf_link__destroy(link);	/* while all four sleep inside the function */
 	for (int i = 0; i < 4; i++) {
 		pthread_join(t[i], NULL);
