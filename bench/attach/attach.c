@@ -55,6 +55,8 @@ struct result {
 	char status[256];	/* "" = measured */
 	double load_s, attach_s, detach_s;
 	long kmem_kb, avail_kb, left_kb;
+	/* --runs: program runs counted while attaching and while detaching, or -1 */
+	long long runs_attach, runs_detach;
 };
 
 #define MAX_RESULTS 64
@@ -64,7 +66,7 @@ static int nresults;
 static struct {
 	size_t single_cap;	/* fentry engine: at most this many functions */
 	double single_budget;	/* fentry engine: stop attaching after this many seconds */
-	int quick, max_args;
+	int quick, max_args, runs;
 	const char *json;
 	char dir[4096];
 } opt = { 2000, 300, 0, 12 };
@@ -203,6 +205,17 @@ static long first_refused(struct bpf_program *prog, enum engine e, size_t cnt)
 	return lo;
 }
 
+/* The program's run count (kernel.bpf_stats_enabled on), or -1. */
+static long long run_cnt(struct bpf_program *prog)
+{
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+
+	if (bpf_prog_get_info_by_fd(bpf_program__fd(prog), &info, &len))
+		return -1;
+	return info.run_cnt;
+}
+
 static void run_multi(struct result *r)
 {
 	const char *prog_name = r->engine == KPROBE_MULTI ? "empty_kprobe_multi" :
@@ -211,6 +224,8 @@ static void run_multi(struct result *r)
 	struct bpf_object *obj;
 	struct bpf_link *link;
 	struct mem m0, m1, m2;
+	long long runs;
+	int stats_fd = -1;
 	double t0;
 	__u32 n;
 
@@ -229,9 +244,17 @@ static void run_multi(struct result *r)
 			 strerror(errno));
 		return;
 	}
+	r->runs_attach = r->runs_detach = -1;
+	if (opt.runs) {
+		stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+		if (stats_fd < 0)
+			fprintf(stderr, "attach: --runs: run-time stats: %s\n", strerror(errno));
+	}
 	t0 = now();
 	link = attach_multi(prog, r->engine, 0, r->want);
 	r->attach_s = now() - t0;
+	if (stats_fd >= 0 && link)
+		r->runs_attach = run_cnt(prog);
 	if (!link) {
 		int err = errno;
 		long bad = r->want > 1 ? first_refused(prog, r->engine, r->want) : -1;
@@ -243,6 +266,8 @@ static void run_multi(struct result *r)
 			snprintf(r->status, sizeof(r->status),
 				 "not available on this kernel (attach: %s)", strerror(err));
 		bpf_object__close(obj);
+		if (stats_fd >= 0)
+			close(stats_fd);
 		return;
 	}
 	n = link_count(link, r->engine);
@@ -251,9 +276,15 @@ static void run_multi(struct result *r)
 		snprintf(r->status, sizeof(r->status), "error: link info says %u functions, want %zu",
 			 n, r->want);
 	m1 = read_mem();
+	/* Runs while detaching only: reading the counters above runs it too. */
+	runs = stats_fd >= 0 ? run_cnt(prog) : 0;
 	t0 = now();
 	bpf_link__destroy(link);
 	r->detach_s = now() - t0;
+	if (stats_fd >= 0) {
+		r->runs_detach = run_cnt(prog) - runs;
+		close(stats_fd);
+	}
 	bpf_object__close(obj);
 	settle();
 	m2 = read_mem();
@@ -353,6 +384,7 @@ static void run_one(enum engine e, size_t want)
 
 	r->engine = e;
 	r->want = want;
+	r->runs_attach = r->runs_detach = -1;	/* counted by run_multi() only */
 	if (opt.json)
 		write_json(opt.json, 1);
 	/* One-time setup of an engine (first trampoline, fprobe pools) is not a row's cost. */
@@ -395,6 +427,9 @@ static void print_result(const struct result *r)
 		printf("%-14s %8zu %9.3f %9.3f %9.3f %10ld %10ld %9ld  %s\n",
 		       engine_name[r->engine], r->got, r->load_s, r->attach_s, r->detach_s,
 		       r->kmem_kb, r->avail_kb, r->left_kb, r->status[0] ? r->status : "ok");
+	if (r->got && opt.runs && r->runs_attach >= 0)
+		printf("%-14s %8zu runs while attaching %lld, while detaching %lld\n",
+		       engine_name[r->engine], r->got, r->runs_attach, r->runs_detach);
 	fflush(stdout);
 }
 
@@ -427,9 +462,12 @@ static int write_json(const char *path, int running)
 		for (const char *c = st; *c; c++)
 			fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
 		fprintf(f, "\", \"load_s\": %.6f, \"attach_s\": %.6f, \"detach_s\": %.6f, "
-			"\"kmem_kb\": %ld, \"avail_kb\": %ld, \"left_kb\": %ld}%s\n", r->load_s,
-			r->attach_s, r->detach_s, r->kmem_kb, r->avail_kb, r->left_kb,
-			i + 1 < nresults ? "," : "");
+			"\"kmem_kb\": %ld, \"avail_kb\": %ld, \"left_kb\": %ld", r->load_s,
+			r->attach_s, r->detach_s, r->kmem_kb, r->avail_kb, r->left_kb);
+		if (opt.runs)
+			fprintf(f, ", \"runs_attach\": %lld, \"runs_detach\": %lld",
+				r->runs_attach, r->runs_detach);
+		fprintf(f, "}%s\n", i + 1 < nresults ? "," : "");
 	}
 	fprintf(f, " ]}\n");
 	return close_synced(f);
@@ -448,9 +486,12 @@ static void usage(const char *argv0)
 		"  --single-budget S fentry engine: stop attaching after S s (default 300)\n"
 		"  --max-args N     functions with up to N arguments (default 12)\n"
 		"  --json FILE      also write the results as JSON\n"
+		"  --runs           count the program's runs while attaching and detaching\n"
+		"                   (run-time stats on: times are then not comparable)\n"
 		"examples:\n"
 		"  %s --quick\n"
-		"  %s --counts 1,1000 global kprobe.multi\n", argv0, argv0, argv0);
+		"  %s --counts 1,1000 global kprobe.multi\n"
+		"  %s --runs --counts 0 global kprobe.multi\n", argv0, argv0, argv0, argv0);
 }
 
 int main(int argc, char **argv)
@@ -484,6 +525,8 @@ int main(int argc, char **argv)
 			opt.single_budget = atof(v), i++;
 		} else if (!strcmp(a, "--max-args") && v) {
 			opt.max_args = atoi(v), i++;
+		} else if (!strcmp(a, "--runs")) {
+			opt.runs = 1;
 		} else if (!strcmp(a, "--json") && v) {
 			opt.json = v, i++;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
