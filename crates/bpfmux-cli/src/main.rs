@@ -4,6 +4,7 @@
 mod cmd;
 mod cmdline;
 mod input;
+mod out;
 mod parse;
 mod progress;
 
@@ -46,10 +47,16 @@ enum Command {
 fn main() {
     // Rust ignores SIGPIPE, so a closed output pipe (`bpfmux ... | head`)
     // would turn every print into an EPIPE error or a panic. Restore the
-    // default: the process ends quietly, status 141, like other tools.
-    // SAFETY: setting a signal disposition to SIG_DFL before any thread.
+    // default, and unblock it in case the parent blocked it: the process
+    // ends quietly, status 141, like other tools.
+    // SAFETY: a signal disposition and the signal mask set before any
+    // thread, from a local, emptied set.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
     let cli = Cli::parse();
     let result = match cli.command {
@@ -60,6 +67,10 @@ fn main() {
         Command::Xdp(a) => cmd::xdp::run(a),
     };
     if let Err(e) = result {
+        // Should SIGPIPE still not end us (EPIPE all the same): quietly too.
+        if out::is_closed_pipe(&e) {
+            std::process::exit(128 + libc::SIGPIPE);
+        }
         eprintln!("bpfmux: error: {e:#}");
         // A `trace -c` command that cannot run: the status a shell gives it.
         let status = e

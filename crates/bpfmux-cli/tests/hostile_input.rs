@@ -55,15 +55,28 @@ impl Drop for Target {
 }
 
 /// Runs with stdout a pipe whose reader is already gone: the first write
-/// meets a closed pipe.
-fn closed_pipe(args: &[&str]) -> (std::process::ExitStatus, String) {
-    let mut c = bpfmux()
-        .args(args)
+/// meets a closed pipe. `block_sigpipe`: started with SIGPIPE blocked, as
+/// some parents leave it, so a write would see EPIPE instead.
+fn closed_pipe(args: &[&str], block_sigpipe: bool) -> (std::process::ExitStatus, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = bpfmux();
+    cmd.args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stdin(Stdio::null());
+    if block_sigpipe {
+        // SAFETY: only sigprocmask between fork and exec, on a local set.
+        unsafe {
+            cmd.pre_exec(|| {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGPIPE);
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                Ok(())
+            });
+        }
+    }
+    let mut c = cmd.spawn().unwrap();
     drop(c.stdout.take());
     let out = c.wait_with_output().unwrap();
     (
@@ -91,12 +104,32 @@ fn every_verb_ends_quietly_on_a_closed_pipe() {
         vec!["trace", "--list", "vfs_read", "vfs_write"],
         vec!["xdp", "--help"],
     ];
-    for args in cases {
-        let (st, err) = closed_pipe(&args);
-        let quiet = st.code() == Some(0) || st.signal() == Some(libc::SIGPIPE);
+    for args in &cases {
+        for block in [false, true] {
+            let (st, err) = closed_pipe(args, block);
+            let quiet = st.code() == Some(0) || st.signal() == Some(libc::SIGPIPE);
+            assert!(
+                quiet && err.is_empty(),
+                "bpfmux {args:?} (SIGPIPE blocked: {block}): {st:?}, stderr: {err}"
+            );
+        }
+    }
+    // A full disk is an error, one line naming standard output, not a panic.
+    for args in cases.iter().filter(|a| !a.contains(&"--help")) {
+        let full = std::fs::File::create("/dev/full").unwrap();
+        let out = bpfmux()
+            .args(args)
+            .stdout(full)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            quiet && err.is_empty(),
-            "bpfmux {args:?}: {st:?}, stderr: {err}"
+            out.status.code() == Some(1)
+                && err.lines().count() == 1
+                && err.starts_with("bpfmux: error: writing to standard output: No space left"),
+            "bpfmux {args:?} > /dev/full: {:?}, stderr: {err}",
+            out.status
         );
     }
 }

@@ -72,6 +72,8 @@ fn one_program_attach_list_replace_detach() {
         r#"
         $B xdp attach h1 "$O:host_pass" || exit 10
         echo "--list1"; $B xdp list
+        echo "--full"; $B xdp list 2>&1 >/dev/full; echo "rc $?"
+        $B xdp list --json 2>&1 >/dev/full; echo "rc $?"
         echo "--ip1"; ip -d link show h1 | grep -o 'prog/xdp id [0-9]* name [a-z_]*'
         echo "--pins1"; find "$BPFMUX_BPFFS/bpfmux/xdp" -mindepth 3 | sed "s|$BPFMUX_BPFFS||" | sort
         $B xdp attach h1 "$O:host_drop" || exit 11
@@ -94,6 +96,10 @@ fn one_program_attach_list_replace_detach() {
         "{t}"
     );
     assert!(section("ip1").contains("name host_pass"), "{t}");
+    // A full disk: one line naming standard output, status 1, no panic.
+    let full =
+        "bpfmux: error: writing to standard output: No space left on device (os error 28)\nrc 1";
+    assert_eq!(section("full").trim(), format!("{full}\n{full}"), "{t}");
     let pins = section("pins1");
     assert!(
         pins.contains("/link") && pins.contains("/state") && pins.contains("/prog-0"),

@@ -1,5 +1,7 @@
 //! `bpfmux features`: the kernel feature table.
 
+use std::io::Write;
+
 use bpfmux::features::{self, Status};
 
 /// Probe what the running kernel offers (load/attach attempts, not versions).
@@ -31,28 +33,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         features::quiet_libbpf();
     }
     let rows = features::probe_all();
+    let mut out = crate::out::stdout();
     if args.json {
         let kernel = kernel_release();
-        println!(
+        writeln!(
+            out,
             "{}",
             serde_json::to_string_pretty(
                 &serde_json::json!({ "kernel": kernel, "features": rows })
             )?
-        );
+        )?;
         return Ok(());
     }
-    println!("kernel {}", kernel_release());
+    writeln!(out, "kernel {}", kernel_release())?;
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
-    println!("{:w$}  {:13}  {:14}  DETAIL", "FEATURE", "ORIGIN", "STATUS");
+    writeln!(
+        out,
+        "{:w$}  {:13}  {:14}  DETAIL",
+        "FEATURE", "ORIGIN", "STATUS"
+    )?;
     for r in &rows {
         let status = match r.status {
             Status::Yes => "yes".to_string(),
             ref s => s.to_string(),
         };
-        println!(
+        writeln!(
+            out,
             "{:w$}  {:13}  {:14}  {}",
             r.name, r.origin, status, r.detail
-        );
+        )?;
     }
     Ok(())
 }

@@ -75,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         exec_only: args.exec_only,
         file_backed_only: args.file_backed,
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if args.addrs.is_empty() {
         let maps = n.mappings(args.pid, filter).context("listing mappings")?;
         if args.json {

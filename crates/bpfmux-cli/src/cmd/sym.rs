@@ -53,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, true) => Target::Kernel(KernelSymbolizer::load()?),
         _ => bail!("give exactly one of --pid PID or --kernel"),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     // JSON: one array, written element by element as batches come.
     let mut first = true;
     if args.json {

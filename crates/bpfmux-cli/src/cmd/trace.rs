@@ -582,7 +582,7 @@ fn list(args: &Args, patterns: &[String]) -> anyhow::Result<()> {
         },
     )?;
     let select_time = t0.elapsed();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     for f in &sel.funcs {
         writeln!(out, "{}", f.display_name())?;
     }
@@ -698,7 +698,7 @@ fn trace_loop(args: &Args, t: &Tracer, mut child: Option<&mut Child>) -> anyhow:
 }
 
 fn print_event(e: &Event, f: &trace::select::Func, json: bool) {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     let _ = if json {
         writeln!(out, "{}", output::event_json(e, f))
     } else {
@@ -714,7 +714,7 @@ fn print_interval(
     elapsed: Duration,
     live_table: bool,
 ) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if args.json {
         if !args.args {
             writeln!(
@@ -805,9 +805,9 @@ fn summarize(
         if let Some(st) = child.and_then(|c| c.status) {
             v["command_exit"] = json!(libc::WEXITSTATUS(st));
         }
-        println!("{v}");
+        writeln!(crate::out::stdout(), "{v}")?;
     } else {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         writeln!(out, "\n{} functions called, totals:", rows.len())?;
         let max = args.top.unwrap_or(usize::MAX);
         for l in output::totals_table(&rows, lo.elapsed.as_secs_f64(), snap.hist.as_deref(), max) {

@@ -1,6 +1,8 @@
 //! `bpfmux xdp`: several XDP programs on one interface, chained by return
 //! code.
 
+use std::io::Write;
+
 use anyhow::{bail, Result};
 use bpfmux::xdp::{self, ActionSet, AttachOptions, EngineChoice, Mode, ProgSpec, SetView};
 
@@ -134,48 +136,57 @@ fn attach(a: AttachArgs) -> Result<()> {
         },
     };
     let report = xdp::attach(&a.iface, &specs, &opts)?;
+    let mut out = crate::out::stdout();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(());
     }
     match report.replaced {
-        Some(old) => println!(
+        Some(old) => writeln!(
+            out,
             "replaced the set on {} (old head program {old}; {} of {} programs kept running)",
             a.iface,
             report.kept,
             specs.len()
-        ),
-        None => println!("attached to {}", a.iface),
+        )?,
+        None => writeln!(out, "attached to {}", a.iface)?,
     }
-    print_view(&report.view);
+    print_view(&mut out, &report.view)?;
     Ok(())
 }
 
 fn list(a: ListArgs) -> Result<()> {
     let listing = xdp::list()?;
+    let mut out = crate::out::stdout();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&listing)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&listing)?)?;
         return Ok(());
     }
     if listing.sets.is_empty() {
-        println!("no XDP sets attached by bpfmux in this network namespace");
+        writeln!(
+            out,
+            "no XDP sets attached by bpfmux in this network namespace"
+        )?;
     }
     for v in &listing.sets {
-        print_view(v);
+        print_view(&mut out, v)?;
     }
     for f in &listing.foreign {
-        println!(
+        writeln!(
+            out,
             "{} (ifindex {}): XDP program {} (not attached by bpfmux)",
             f.ifname, f.ifindex, f.prog_id
-        );
+        )?;
     }
     Ok(())
 }
 
 fn detach(a: DetachArgs) -> Result<()> {
+    let mut out = crate::out::stdout();
     if a.stale {
         let removed = xdp::prune_stale()?;
-        println!(
+        writeln!(
+            out,
             "removed the state of {} stale set(s){}",
             removed.len(),
             if removed.is_empty() {
@@ -190,24 +201,26 @@ fn detach(a: DetachArgs) -> Result<()> {
                         .join(", ")
                 )
             }
-        );
+        )?;
         return Ok(());
     }
     let Some(iface) = a.iface else {
         bail!("name an interface or --stale");
     };
     let head = xdp::detach(&iface)?;
-    println!(
+    writeln!(
+        out,
         "detached from {iface} (head program {head}); no XDP program and no bpfmux pins left there"
-    );
+    )?;
     Ok(())
 }
 
-fn print_view(v: &SetView) {
+fn print_view(out: &mut impl Write, v: &SetView) -> std::io::Result<()> {
     let name = v.ifname.as_deref().unwrap_or("(gone)");
     match &v.set {
         Some(s) => {
-            println!(
+            writeln!(
+                out,
                 "{name} (ifindex {}): {} program{}, engine {}, {} mode{}, link {}, head program {}",
                 v.ifindex,
                 s.progs.len(),
@@ -219,7 +232,7 @@ fn print_view(v: &SetView) {
                     .map_or(String::new(), |r| format!(" (running {r})")),
                 v.link_id,
                 s.head_prog_id
-            );
+            )?;
             let w = s
                 .progs
                 .iter()
@@ -227,28 +240,31 @@ fn print_view(v: &SetView) {
                 .max()
                 .unwrap_or(0)
                 .max(7);
-            println!(
+            writeln!(
+                out,
                 "  {:>2}  {:w$}  {:>7}  {:14}  SOURCE",
                 "#", "PROGRAM", "ID", "CHAIN-ON"
-            );
+            )?;
             for (i, p) in s.progs.iter().enumerate() {
                 let chain = if i + 1 == s.progs.len() {
                     "-".to_string()
                 } else {
                     p.chain_on.to_string()
                 };
-                println!(
+                writeln!(
+                    out,
                     "  {i:>2}  {:w$}  {:>7}  {chain:14}  {}:{}",
                     p.name,
                     p.prog_id,
                     p.origin.object.display(),
                     p.origin.program
-                );
+                )?;
             }
         }
-        None => println!("{name} (ifindex {}): link {}", v.ifindex, v.link_id),
+        None => writeln!(out, "{name} (ifindex {}): link {}", v.ifindex, v.link_id)?,
     }
     for p in &v.problems {
-        println!("  problem: {p}");
+        writeln!(out, "  problem: {p}")?;
     }
+    Ok(())
 }

@@ -1,0 +1,86 @@
+//! Standard output for every verb's results. A write that fails says it
+//! was standard output (`bpfmux: error: writing to standard output: No
+//! space left on device`), never a panic; a reader that went away is not
+//! an error at all ([`is_closed_pipe`]: the process ends quietly).
+
+use std::fmt;
+use std::io::{self, StdoutLock, Write};
+
+/// Why a write to standard output failed. Carried inside the `io::Error`
+/// the writer returns, so its kind (e.g. `BrokenPipe`) is kept.
+#[derive(Debug)]
+pub struct OutputError(io::Error);
+
+impl fmt::Display for OutputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The OS error is part of this one line: not a `source`, or `{:#}`
+        // would print it twice.
+        write!(f, "writing to standard output: {}", self.0)
+    }
+}
+
+impl std::error::Error for OutputError {}
+
+/// Locked standard output whose errors are [`OutputError`]s.
+pub struct Stdout(StdoutLock<'static>);
+
+pub fn stdout() -> Stdout {
+    Stdout(io::stdout().lock())
+}
+
+fn named(e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), OutputError(e))
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf).map_err(named)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.write_all(buf).map_err(named)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush().map_err(named)
+    }
+}
+
+/// Whether `e` is standard output's reader having gone away (EPIPE with
+/// SIGPIPE not delivered): the output was cut short on purpose, as by
+/// `bpfmux ... | head`.
+pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>().is_some_and(|io| {
+            io.kind() == io::ErrorKind::BrokenPipe
+                && io.get_ref().is_some_and(|i| i.is::<OutputError>())
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_standard_output_once() {
+        let e = named(io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+        let e = anyhow::Error::from(e);
+        let text = format!("{e:#}");
+        assert!(text.starts_with("writing to standard output: "), "{text}");
+        assert_eq!(text.matches("No space left").count(), 1, "{text}");
+        assert!(!is_closed_pipe(&e));
+    }
+
+    #[test]
+    fn only_a_closed_standard_output_is_quiet() {
+        let pipe = named(io::Error::from_raw_os_error(libc::EPIPE));
+        assert!(is_closed_pipe(
+            &anyhow::Error::from(pipe).context("listing")
+        ));
+        // EPIPE from anything else (a -c child's pipe) is a real error.
+        let other = io::Error::from_raw_os_error(libc::EPIPE);
+        assert!(!is_closed_pipe(&anyhow::Error::from(other)));
+    }
+}
