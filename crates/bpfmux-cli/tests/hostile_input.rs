@@ -166,6 +166,30 @@ fn numbers_and_addresses_are_strict() {
     }
     let err = fails(&["trace", "-i", "0", "vfs_read"]);
     assert!(err.contains("too short"), "{err}");
+    // Filters that would trace everything or nothing instead of what they say.
+    let err = fails(&["trace", "--pid", "0", "vfs_read"]);
+    assert!(err.contains("--pid 0 is not a process"), "{err}");
+    let err = fails(&["trace", "--pid", "4194305", "vfs_read"]);
+    assert!(err.contains("no such process"), "{err}");
+    // A thread ID is not the process ID the filter compares.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        tx.send(unsafe { libc::gettid() }).unwrap();
+        let _ = done_rx.recv();
+    });
+    let tid = rx.recv().unwrap().to_string();
+    let err = fails(&["trace", "--pid", &tid, "vfs_read"]);
+    drop(done_tx);
+    t.join().unwrap();
+    let own = std::process::id();
+    assert!(
+        err.contains(&format!("is a thread of process {own}")),
+        "{err}"
+    );
+    let err = fails(&["trace", "--comm", "", "vfs_read"]);
+    assert!(err.contains("empty task name"), "{err}");
     let me = std::process::id().to_string();
     for bad in [
         "+10",

@@ -367,6 +367,31 @@ fn cgroup_id(p: &std::path::Path) -> anyhow::Result<u64> {
     Ok(meta.ino())
 }
 
+/// `--pid`: a running process, by its process ID (the BPF filter compares
+/// the thread group ID; 0 there means no filter at all).
+fn check_pid(pid: u32) -> anyhow::Result<()> {
+    if pid == 0 {
+        bail!("--pid 0 is not a process (omit --pid to trace every process)");
+    }
+    let status = match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("--pid {pid}: no such process")
+        }
+        Err(e) => return Err(e).with_context(|| format!("--pid {pid}: reading its status")),
+    };
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    match tgid {
+        Some(t) if t != pid => {
+            bail!("--pid {pid} is a thread of process {t}; --pid takes a process ID (--pid {t})")
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.command.is_some() && args.pid.is_some() {
         bail!("-c traces its own process; it cannot be combined with --pid");
@@ -377,8 +402,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|e| e.parse::<EngineKind>().map_err(anyhow::Error::msg))
         .transpose()?;
     let cgroup_id = args.cgroup.as_deref().map(cgroup_id).transpose()?;
-    if args.comm.as_ref().is_some_and(|c| c.len() > 15) {
-        bail!("--comm: a task name has at most 15 bytes");
+    if let Some(pid) = args.pid {
+        check_pid(pid)?;
+    }
+    match args.comm.as_deref() {
+        Some("") => bail!("--comm: empty task name (omit --comm to trace every task)"),
+        Some(c) if c.len() > 15 => bail!("--comm: a task name has at most 15 bytes"),
+        _ => {}
     }
     let mut patterns = args.patterns.clone();
     if let Some(f) = &args.from_file {

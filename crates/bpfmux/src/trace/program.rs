@@ -297,6 +297,14 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> anyh
     let buf = map
         .initial_value_mut()
         .context("trace BPF object: .rodata has no initial value")?;
+    // In the program 0 means "no filter" and an empty name matches no
+    // task: neither is what such a filter asks for.
+    if cfg.filters.tgid == Some(0) {
+        bail!("a process filter needs a process ID other than 0");
+    }
+    if cfg.filters.comm.as_deref() == Some("") {
+        bail!("a task name filter needs a non-empty name");
+    }
     let mut comm = [0i8; 16];
     if let Some(c) = &cfg.filters.comm {
         for (d, s) in comm.iter_mut().zip(c.bytes().take(15)) {
