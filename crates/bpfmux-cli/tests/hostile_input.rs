@@ -224,6 +224,51 @@ fn input_files_are_bounded_and_checked() {
     );
 }
 
+/// `trace --list 'vfs_*'` after the shell commands `setup`, in a private
+/// mount namespace: (status, stderr).
+fn list_in_mount_ns(setup: &str) -> (Option<i32>, String) {
+    let out = Command::new("unshare")
+        .args(["--mount", "sh", "-c"])
+        .arg(format!("{setup} && exec \"$B\" trace --list 'vfs_*'"))
+        .env("B", env!("CARGO_BIN_EXE_bpfmux"))
+        .stdout(Stdio::null())
+        .output()
+        .expect("run unshare (needs root)");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn list_says_why_the_kernel_gives_no_listing() {
+    // No tracefs anywhere: said once, with the fix, not as "No such file".
+    let (st, err) = list_in_mount_ns(
+        "for d in /sys/kernel/tracing /sys/kernel/debug; do \
+         [ ! -d $d ] || mount -t tmpfs none $d || exit 9; done",
+    );
+    assert!(
+        st == Some(1)
+            && err.lines().count() == 1
+            && err.contains("tracefs is not mounted at /sys/kernel/tracing")
+            && err.contains("mount -t tracefs")
+            && !err.contains("No such file"),
+        "{st:?}: {err}"
+    );
+    // tracefs mounted: a listing, or a refusal that says so (EPERM under
+    // lockdown, as on this project's hosts), never "not mounted".
+    let (st, err) = list_in_mount_ns("mount -t tracefs nodev /sys/kernel/tracing");
+    if st != Some(0) {
+        assert!(
+            st == Some(1)
+                && err.lines().count() == 1
+                && !err.contains("not mounted")
+                && !err.contains("No such file"),
+            "{st:?}: {err}"
+        );
+    }
+}
+
 /// Runs `args` with `input` on stdin; (stdout, peak RSS in KiB). Reaped
 /// by wait4 (for its rusage), which clippy does not see.
 #[allow(clippy::zombie_processes)]

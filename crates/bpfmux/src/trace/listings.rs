@@ -47,20 +47,23 @@ impl Seen {
 #[derive(Debug, thiserror::Error)]
 pub enum ListingError {
     #[error(
-        "no available_filter_functions under {dirs:?} (is tracefs mounted? \
-         mount -t tracefs nodev /sys/kernel/tracing)"
+        "tracefs is not mounted at {} or {} (mount -t tracefs nodev {}); \
+         or give exact function names, which need no listing",
+        TRACEFS[0], TRACEFS[1], TRACEFS[0]
     )]
-    NoFtraceList {
-        dirs: Vec<PathBuf>,
-        source: io::Error,
-    },
+    TracefsNotMounted,
+    #[error(
+        "tracefs at {dir} has no available_filter_functions (a kernel without \
+         dynamic ftrace?); give exact function names, which need no listing"
+    )]
+    NoFtraceList { dir: PathBuf },
     #[error(
         "not permitted to read {path} (tracefs is readable by root only; \
          run as root, or give exact function names, which need no listing)"
     )]
     FtraceListDenied { path: PathBuf, source: io::Error },
     #[error(
-        "the kernel refuses to list traceable functions ({path}: EPERM, e.g. kernel \
+        "the kernel refuses to list traceable functions ({path}, e.g. kernel \
          lockdown or a security module); give exact function names, which need no listing"
     )]
     FtraceListRefused { path: PathBuf, source: io::Error },
@@ -191,8 +194,13 @@ pub fn count(texts: &Texts, index: &Index<'_>) -> Vec<Seen> {
 /// listings hold once (kallsyms gives the address). The `_addrs` variant is
 /// read only where the plain one is missing.
 fn read_ftrace_list() -> Result<(String, bool), ListingError> {
-    let mut last = None;
-    for dir in TRACEFS {
+    read_ftrace_list_in(TRACEFS)
+}
+
+/// [`read_ftrace_list`] over other directories (tests).
+fn read_ftrace_list_in(dirs: &[&str]) -> Result<(String, bool), ListingError> {
+    let mut mounted = None;
+    for dir in dirs {
         for (file, with_addrs) in [
             ("available_filter_functions", false),
             ("available_filter_functions_addrs", true),
@@ -208,14 +216,33 @@ fn read_ftrace_list() -> Result<(String, bool), ListingError> {
                 Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                     return Err(ListingError::FtraceListRefused { path, source: e })
                 }
-                Err(e) => last = Some(e),
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(ListingError::Read { path, source: e })
+                }
+                Err(_) => {}
             }
         }
+        if mounted.is_none() && is_tracefs(Path::new(dir)) {
+            mounted = Some(PathBuf::from(dir));
+        }
     }
-    Err(ListingError::NoFtraceList {
-        dirs: TRACEFS.iter().map(PathBuf::from).collect(),
-        source: last.unwrap_or_else(|| io::Error::from(io::ErrorKind::NotFound)),
+    Err(match mounted {
+        Some(dir) => ListingError::NoFtraceList { dir },
+        None => ListingError::TracefsNotMounted,
     })
+}
+
+/// Whether `dir` is a tracefs mount (an empty directory where it is not
+/// mounted, e.g. /sys/kernel/tracing in a container).
+fn is_tracefs(dir: &Path) -> bool {
+    const TRACEFS_MAGIC: libc::c_long = 0x7472_6163;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills the zeroed struct from a NUL-terminated path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statfs(c.as_ptr(), &mut st) }) == 0
+        && st.f_type as libc::c_long == TRACEFS_MAGIC
 }
 
 fn module_of(field: Option<&str>) -> Option<&str> {
@@ -270,6 +297,30 @@ mod tests {
                 (scope, n.to_string())
             })
             .collect()
+    }
+
+    #[test]
+    fn an_unmounted_tracefs_is_named_once() {
+        let dir = std::env::temp_dir().join(format!("bpfmux-notracefs-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let d = dir.to_str().unwrap();
+        let e = read_ftrace_list_in(&[d, "/nonexistent/tracing"]).unwrap_err();
+        assert!(matches!(e, ListingError::TracefsNotMounted), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            !text.contains('\n') && !text.contains("No such file"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("/sys/kernel/debug/tracing").count(),
+            1,
+            "{text}"
+        );
+        // The plain list is taken where it is.
+        fs::write(dir.join("available_filter_functions"), "vfs_read\n").unwrap();
+        let got = read_ftrace_list_in(&["/nonexistent/tracing", d]).unwrap();
+        assert_eq!(got, ("vfs_read\n".to_string(), false));
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
