@@ -337,3 +337,55 @@ fn a_million_addresses_stream_in_bounded_memory() {
     let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
     assert_eq!(v.as_array().map(Vec::len), Some(5000));
 }
+
+/// A copy of libc grown to 3 GiB (sparse), mapped executable by this
+/// process: `sym` names code in it from the file's symbol tables without
+/// reading the file into memory (it used to read up to 1 GiB of it, then
+/// give up and leave the address unnamed).
+#[test]
+fn symbols_of_a_huge_mapped_file_take_little_memory() {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let (libc_path, libc_base) = maps
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() >= 6 && f[5].contains("/libc.so") && f[2] == "00000000")
+        .map(|f| {
+            let start = f[0].split('-').next().unwrap();
+            (f[5].to_string(), u64::from_str_radix(start, 16).unwrap())
+        })
+        .expect("libc mapped");
+    let dir = std::env::temp_dir().join(format!("bpfmux-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("libc-huge.so");
+    std::fs::copy(&libc_path, &copy).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&copy).unwrap();
+    f.set_len(3 << 30).unwrap();
+    let f = std::fs::File::open(&copy).unwrap();
+    let len = 8 << 20;
+    // SAFETY: a fresh read-only mapping of a file we own, unmapped below.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_EXEC,
+            libc::MAP_PRIVATE,
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            0,
+        )
+    };
+    assert_ne!(at, libc::MAP_FAILED);
+    // fputs, at the same offset in the copy as in the libc this process runs.
+    let off = libc::fputs as *const () as u64 - libc_base;
+    let addr = format!("{:#x}", at as u64 + off + 4);
+    let me = std::process::id().to_string();
+    let (out, rss) = with_stdin(&["sym", "--pid", &me, &addr], b"");
+    // SAFETY: the mapping made above, no longer used.
+    unsafe { libc::munmap(at, len) };
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.contains("fputs+0x4") && text.contains("libc-huge.so"),
+        "{text}"
+    );
+    assert!(rss < 256 << 10, "peak RSS {rss} KiB: {text}");
+}

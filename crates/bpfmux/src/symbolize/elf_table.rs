@@ -10,13 +10,10 @@
 //! used to come out as `_init+0x100`.
 
 use std::fs::File;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
+use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, RelocationFlags, SymbolKind};
-
-/// Largest file read whole for its symbol tables.
-const MAX_FILE: u64 = 1 << 30;
 
 /// Where detached debug files live, by build ID (Debian's `*-dbg` and
 /// `*-dbgsym` packages): `<dir>/.build-id/ab/cdef….debug`.
@@ -29,8 +26,8 @@ pub enum ElfTableError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is larger than {} MiB", MAX_FILE >> 20)]
-    TooLarge { path: PathBuf },
+    #[error("{path} is not a regular file")]
+    NotAFile { path: PathBuf },
     #[error("parsing ELF {path}")]
     Parse {
         path: PathBuf,
@@ -95,9 +92,11 @@ pub struct ElfTable {
 
 impl ElfTable {
     /// Reads `path` (any path that opens the file, e.g. under
-    /// `/proc/PID/map_files`) and, when installed, its debug file.
+    /// `/proc/PID/map_files`) and, when installed, its debug file. Files
+    /// are mapped, not read: only the pages of the headers and symbol
+    /// tables are touched, whatever the file's size.
     pub fn load(path: &Path) -> Result<Self, ElfTableError> {
-        let data = read_limited(path)?;
+        let data = map_file(path)?;
         let mut table = Self::parse(&data).map_err(|source| ElfTableError::Parse {
             path: path.into(),
             source,
@@ -105,7 +104,7 @@ impl ElfTable {
         if let Some(debug) = debug_file(&data) {
             // Same addresses; only the symbols are new. A broken or
             // mismatched debug file just adds nothing.
-            if let Ok(d) = read_limited(&debug) {
+            if let Ok(d) = map_file(&debug) {
                 if let Ok(obj) = object::File::parse(&*d) {
                     table.add_symbols(&obj);
                 }
@@ -329,19 +328,20 @@ fn jump_slot(entry: &[u8], at: u64) -> Option<u64> {
     Some(next.wrapping_add_signed(i64::from(disp)))
 }
 
-fn read_limited(path: &Path) -> Result<Vec<u8>, ElfTableError> {
+/// A read-only map of the regular file at `path`.
+fn map_file(path: &Path) -> Result<Mmap, ElfTableError> {
     let err = |source| ElfTableError::Read {
         path: path.into(),
         source,
     };
-    let mut data = Vec::new();
-    File::open(path)
-        .and_then(|f| f.take(MAX_FILE + 1).read_to_end(&mut data))
-        .map_err(err)?;
-    if data.len() as u64 > MAX_FILE {
-        return Err(ElfTableError::TooLarge { path: path.into() });
+    let f = File::open(path).map_err(err)?;
+    if !f.metadata().map_err(err)?.is_file() {
+        return Err(ElfTableError::NotAFile { path: path.into() });
     }
-    Ok(data)
+    // SAFETY: a private read-only map, as blazesym maps the same files.
+    // Another process may change the file meanwhile: that can only give
+    // wrong names, or SIGBUS if it is cut short while being read.
+    unsafe { Mmap::map(&f) }.map_err(err)
 }
 
 /// The installed debug file of an image, by its build ID.

@@ -30,8 +30,8 @@ enum TableKey {
 pub struct UserSymbolizer {
     normalizer: Normalizer,
     blaze: Symbolizer,
-    /// `None`: the image could not be read or parsed (not retried).
-    tables: HashMap<TableKey, Option<Arc<ElfTable>>>,
+    /// `Err`: why the image could not be read or parsed (not retried).
+    tables: HashMap<TableKey, Result<Arc<ElfTable>, String>>,
 }
 
 impl Default for UserSymbolizer {
@@ -97,17 +97,17 @@ impl UserSymbolizer {
         };
         if vdso::is_vdso(m) {
             let table = kept_table(&mut self.tables, TableKey::Vdso { pid }, || {
-                vdso::table(pid, m).ok()
+                vdso::table(pid, m).map_err(|e| format!("vDSO image not readable: {e}"))
             });
             return items
                 .iter()
-                .map(
-                    |&(_, off)| match table.as_ref().and_then(|t| t.lookup_offset(off)) {
+                .map(|&(_, off)| match &table {
+                    Ok(t) => match t.lookup_offset(off) {
                         Some(hit) => from_table(hit, m, None),
-                        None if table.is_none() => no_symbol(off, "vDSO image not readable"),
                         None => no_symbol(off, "no symbol covers this offset"),
                     },
-                )
+                    Err(why) => no_symbol(off, why),
+                })
                 .collect();
         }
         let Some(path) = mapped_file_path(pid, m) else {
@@ -140,8 +140,20 @@ impl UserSymbolizer {
                 out.push(from_blazesym(sym, m));
                 continue;
             }
-            let table = kept_table(&mut self.tables, key.clone(), || ElfTable::load(&path).ok());
-            out.push(match table.and_then(|t| t.lookup_offset(off)) {
+            let table = kept_table(&mut self.tables, key.clone(), || {
+                ElfTable::load(&path).map_err(|e| {
+                    let e = anyhow::Error::from(e);
+                    format!("symbol tables not readable: {e:#}")
+                })
+            });
+            let table = match table {
+                Ok(t) => t,
+                Err(why) => {
+                    out.push(no_symbol(off, &why));
+                    continue;
+                }
+            };
+            out.push(match table.lookup_offset(off) {
                 // The line table and inline chain still hold where only the
                 // function entry was unusable.
                 Some(hit) => {
@@ -157,10 +169,10 @@ impl UserSymbolizer {
 
 /// The kept table of `key`, made by `load` the first time.
 fn kept_table(
-    tables: &mut HashMap<TableKey, Option<Arc<ElfTable>>>,
+    tables: &mut HashMap<TableKey, Result<Arc<ElfTable>, String>>,
     key: TableKey,
-    load: impl FnOnce() -> Option<ElfTable>,
-) -> Option<Arc<ElfTable>> {
+    load: impl FnOnce() -> Result<ElfTable, String>,
+) -> Result<Arc<ElfTable>, String> {
     if let Some(t) = tables.get(&key) {
         return t.clone();
     }
