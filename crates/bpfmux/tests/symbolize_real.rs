@@ -319,3 +319,35 @@ fn kernel_data_objects_and_the_last_symbol() {
     let s = symbol(r).unwrap_or_else(|| panic!("last symbol {name}+1: {r:?}"));
     assert_eq!((s.offset, s.name.as_str()), (1, name));
 }
+
+/// Where kallsyms lists a function under its own name and a `__pi_`
+/// alias (x86's position-independent copies: memset, memcpy, the
+/// retpoline thunks), the answer is the function's own name.
+#[test]
+fn kernel_aliases_give_way_to_the_plain_name() {
+    let k = KernelSymbolizer::load().expect("kallsyms with addresses (run as root)");
+    let text = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let mut at: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 3 && matches!(f[1], "t" | "T") {
+            if let Ok(a) = u64::from_str_radix(f[0], 16) {
+                at.entry(a).or_default().push(f[2]);
+            }
+        }
+    }
+    let mut bad = Vec::new();
+    for (a, names) in &at {
+        let plain = names
+            .iter()
+            .any(|n| !n.starts_with("__pi_") && n.chars().next().is_some_and(|c| c != '_'));
+        if !plain || !names.iter().any(|n| n.starts_with("__pi_")) {
+            continue;
+        }
+        match symbol(&k.symbolize(&[a + 1])[0].result) {
+            Some(s) if !s.name.starts_with('_') => {}
+            other => bad.push(format!("{a:#x} {names:?}: {other:?}")),
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}

@@ -64,6 +64,19 @@ fn is_marker(name: &str) -> bool {
         )
 }
 
+/// How well a name serves for its address, among symbols at the same one
+/// (higher is better): a real symbol over a linker marker, a name over its
+/// `__pi_` alias (the kernel's position-independent copy of the same
+/// code), then fewer leading underscores (`memset` over `__memset`).
+fn preference(name: &str) -> (bool, bool, std::cmp::Reverse<usize>) {
+    let underscores = name.bytes().take_while(|&b| b == b'_').count();
+    (
+        !is_marker(name),
+        !name.starts_with("__pi_"),
+        std::cmp::Reverse(underscores),
+    )
+}
+
 /// Sorted text symbols of the running kernel and its modules.
 pub struct KernelSymbolizer {
     syms: Vec<KSym>,
@@ -117,9 +130,9 @@ impl KernelSymbolizer {
             .min()
             .unwrap_or(0);
         syms.retain(|s| s.addr >= lowest_text);
-        // At one address, a real symbol goes last (the lookup takes the
-        // last symbol at or below an address); stable for the rest.
-        syms.sort_by_key(|s| (s.addr, !is_marker(&s.name)));
+        // At one address the preferred name goes last (the lookup takes
+        // the last symbol at or below an address); kallsyms order for ties.
+        syms.sort_by_cached_key(|s| (s.addr, preference(&s.name)));
         Ok(Self { syms })
     }
 
@@ -200,6 +213,33 @@ ffffffffc0002000 T last\t[mymod]
             panic!()
         };
         assert_eq!(s.module.as_deref(), Some(std::path::Path::new("mymod")));
+    }
+
+    #[test]
+    fn the_plain_name_wins_over_aliases_and_markers() {
+        let k = KernelSymbolizer::parse(
+            "\
+ffffffff81000000 T srso_alias_untrain_ret
+ffffffff81000000 T _stext
+ffffffff81000000 T __pi__text
+ffffffff81000100 T memset
+ffffffff81000100 T __memset
+ffffffff81000100 T __pi_memset
+ffffffff81000200 T __pi___x86_indirect_thunk_r8
+ffffffff81000200 T __x86_indirect_thunk_r8
+ffffffff81000300 T __x86_indirect_thunk_array
+ffffffff81000300 T __x86_indirect_thunk_rax
+ffffffff81000400 T __pi_only
+",
+        )
+        .unwrap();
+        let name = |a: u64| sym(&k, a).0;
+        assert_eq!(name(0xffffffff81000004), "srso_alias_untrain_ret");
+        assert_eq!(name(0xffffffff81000104), "memset");
+        assert_eq!(name(0xffffffff81000204), "__x86_indirect_thunk_r8");
+        // A full tie keeps kallsyms order: the last one listed.
+        assert_eq!(name(0xffffffff81000304), "__x86_indirect_thunk_rax");
+        assert_eq!(name(0xffffffff81000404), "__pi_only");
     }
 
     #[test]
