@@ -389,3 +389,36 @@ fn symbols_of_a_huge_mapped_file_take_little_memory() {
     );
     assert!(rss < 256 << 10, "peak RSS {rss} KiB: {text}");
 }
+
+/// The [vsyscall] page is in /proc/PID/maps but is no VMA of the process:
+/// both backends call its addresses unmapped, as both verbs' help says.
+#[test]
+fn vsyscall_is_unmapped_as_documented() {
+    for verb in ["maps", "sym"] {
+        let out = bpfmux().args([verb, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            help.contains("[vsyscall]") && help.contains("unmapped"),
+            "{verb} --help:\n{help}"
+        );
+    }
+    let t = Target::sleep();
+    let pid = t.pid();
+    let vsyscall = "0xffffffffff600000";
+    let mut answers = Vec::new();
+    for args in [
+        vec!["maps", "--pid", &pid, "--backend", "ioctl", vsyscall],
+        vec!["maps", "--pid", &pid, "--backend", "text", vsyscall],
+        vec!["sym", "--pid", &pid, vsyscall],
+    ] {
+        let out = bpfmux().args(&args).output().unwrap();
+        assert!(out.status.success(), "bpfmux {args:?}: {out:?}");
+        answers.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    assert!(
+        answers
+            .iter()
+            .all(|a| *a == format!("{vsyscall}  unmapped")),
+        "{answers:?}"
+    );
+}

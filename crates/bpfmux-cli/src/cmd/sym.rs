@@ -15,8 +15,9 @@ Each answer is function+offset, with file:line where DWARF has it; calls
 inlined at the address follow on lines of their own (`inlined NAME at
 FILE:LINE`, outermost first). Without usable DWARF the ELF symbol tables
 answer (.symtab, .dynsym, the debug file's .symtab), PLT stubs as NAME@plt;
-[vdso] addresses are looked up in the process's vDSO image. Kernel data
-objects are marked (data).
+[vdso] addresses are looked up in the process's vDSO image. The legacy
+[vsyscall] page is not a mapping of the process (see bpfmux maps --help):
+its addresses are unmapped. Kernel data objects are marked (data).
 
 Addresses are hexadecimal (0x7f3a12345678 or 7f3a12345678). With none, or
 with '-', they are read from standard input (whitespace-separated, '#'
