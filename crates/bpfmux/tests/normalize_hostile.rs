@@ -6,7 +6,8 @@
 //! same mappings, names and build IDs (run as root: the text backend reads
 //! deleted and memfd files through /proc/PID/map_files). Again as a user
 //! without the capability map_files/ needs: the text backend then reads
-//! those two build IDs from the process's memory.
+//! those two build IDs from the process's memory, and neither it nor the
+//! symbolizer opens the FIFO the process put at the deleted file's name.
 //!
 //! The helpers are this test binary re-executed (`--ignored --exact`).
 
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use bpfmux::normalize::{Backend, Mapping, Normalizer, Options, VmaFilter};
+use bpfmux::symbolize::{SymResult, UserSymbolizer};
 
 const ENV: &str = "BPFMUX_TEST_HOSTILE_DIR";
 const UNPRIVILEGED_ENV: &str = "BPFMUX_TEST_HOSTILE_UNPRIVILEGED";
@@ -89,6 +91,12 @@ fn hostile_helper() {
         map(f.as_raw_fd(), 2 * PAGE, rx);
         if *name == b"gone" {
             std::fs::remove_file(&p).unwrap();
+            // Where the name as shown would lead: a FIFO, whose open
+            // blocks until a writer comes.
+            let fifo =
+                std::ffi::CString::new(dir.join("gone (deleted)").as_os_str().as_bytes()).unwrap();
+            // SAFETY: a NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         }
     }
     // PROT_NONE: a file page and an anonymous region.
@@ -255,6 +263,15 @@ fn deleted_and_memfd_build_ids_agree() {
         assert_eq!(i[0].build_id, Some(exe_id), "ioctl backend, {suffix}");
     }
     assert_eq!(text, ioctl, "text vs ioctl");
+    // Symbolizing there must not open the FIFO at "gone (deleted)" either.
+    let sym = UserSymbolizer::default()
+        .symbolize(pid, &[gone.0 + 1])
+        .unwrap();
+    assert!(
+        matches!(sym[0].result, SymResult::NoSymbol { .. }),
+        "{:?}",
+        sym[0].result
+    );
 }
 
 /// (start, end) of the one mapping whose name ends in `suffix`.
@@ -288,7 +305,7 @@ fn unprivileged_text_backend_reads_build_ids_from_memory() {
         return;
     }
     use std::os::unix::process::CommandExt;
-    let out = Command::new(std::env::current_exe().unwrap())
+    let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
             "--exact",
@@ -299,8 +316,21 @@ fn unprivileged_text_backend_reads_build_ids_from_memory() {
         .env(UNPRIVILEGED_ENV, "1")
         .uid(NOBODY)
         .gid(NOBODY)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // A backend that opens the FIFO hangs: fail instead of waiting forever.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the unprivileged helper hung (a FIFO opened?)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("RESULT agreed"),

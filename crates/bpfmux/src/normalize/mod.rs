@@ -540,14 +540,16 @@ fn open_maps(pid: u32) -> Result<File, NormalizeError> {
 /// the mapped file (even if deleted, a memfd, or in another mount
 /// namespace) but needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; `root/` +
 /// path is the fallback (for a name with `\012`, also read as a newline,
-/// where the inode says it is the mapped file).
+/// where the inode says it is the mapped file). Only regular files count:
+/// the process may have put a FIFO or a device where its file was (e.g.
+/// at `lib.so (deleted)`), and opening one of those can block forever.
 pub fn mapped_file_path(pid: u32, m: &Mapping) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     if !m.is_file_backed() {
         return None;
     }
     let via_map_files = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
-    if File::open(&via_map_files).is_ok() {
+    if open_regular(&via_map_files).is_ok() {
         return Some(via_map_files);
     }
     let name = m.name.as_ref()?;
@@ -556,15 +558,39 @@ pub fn mapped_file_path(pid: u32, m: &Mapping) -> Option<PathBuf> {
         .into_iter()
         .filter_map(|p| Some(root.join(p.strip_prefix("/").ok()?)));
     let verbatim = candidates.next()?;
-    if File::open(&verbatim).is_ok() {
+    if open_regular(&verbatim).is_ok() {
         return Some(verbatim);
     }
-    candidates.find(|p| std::fs::metadata(p).is_ok_and(|md| md.ino() == m.inode))
+    candidates.find(|p| std::fs::metadata(p).is_ok_and(|md| md.is_file() && md.ino() == m.inode))
 }
 
 /// Opens the file behind a mapping (see [`mapped_file_path`]).
 pub fn open_mapped_file(pid: u32, m: &Mapping) -> Option<File> {
-    File::open(mapped_file_path(pid, m)?).ok()
+    open_regular(&mapped_file_path(pid, m)?).ok()
+}
+
+/// Opens `path` for reading only if it is a regular file: anything else is
+/// never opened (a device's open can act; a FIFO's blocks), and the open
+/// itself cannot block should a FIFO take the file's place meanwhile.
+pub fn open_regular(path: &std::path::Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        )
+    };
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(not_regular());
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    Ok(f)
 }
 
 /// Whether this kernel implements `PROCMAP_QUERY` (checked on our own maps).

@@ -9,7 +9,6 @@
 //! covers it — never across into the next section, which is how PLT stubs
 //! used to come out as `_init+0x100`.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -26,8 +25,6 @@ pub enum ElfTableError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is not a regular file")]
-    NotAFile { path: PathBuf },
     #[error("parsing ELF {path}")]
     Parse {
         path: PathBuf,
@@ -334,10 +331,7 @@ fn map_file(path: &Path) -> Result<Mmap, ElfTableError> {
         path: path.into(),
         source,
     };
-    let f = File::open(path).map_err(err)?;
-    if !f.metadata().map_err(err)?.is_file() {
-        return Err(ElfTableError::NotAFile { path: path.into() });
-    }
+    let f = crate::normalize::open_regular(path).map_err(err)?;
     // SAFETY: a private read-only map, as blazesym maps the same files.
     // Another process may change the file meanwhile: that can only give
     // wrong names, or SIGBUS if it is cut short while being read.
