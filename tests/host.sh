@@ -2,8 +2,11 @@
 # Host-side checks for the Rust workspace: formatting, lints, tests; and the build of the
 # instruction-counting QEMU plugin (tests/insn-plugin.sh).
 # Needs: Rust toolchain (rustfmt, clippy), clang, libelf-dev, zlib1g-dev,
-# pkg-config. Run as root for the full test set (feature probes, the
-# cross-user ptrace test); exits non-zero on any failure.
+# pkg-config; binutils (readelf, objdump, addr2line) and libc6-dbg for the
+# symbolization checks, util-linux (unshare) and iproute2 for the namespace
+# ones (scripts/install-deps installs them all). Run as root for the full
+# test set (feature probes, mount and network namespaces, the cross-user
+# ptrace test); exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
