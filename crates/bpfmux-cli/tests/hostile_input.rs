@@ -336,6 +336,11 @@ fn a_million_addresses_stream_in_bounded_memory() {
     let (out, _) = with_stdin(&["sym", "--pid", &pid, "--json", "-"], &input(5000));
     let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
     assert_eq!(v.as_array().map(Vec::len), Some(5000));
+    // Addresses as maps writes them: 64-bit values survive jq's doubles.
+    assert_eq!(v[0]["addr"], format!("{base:#x}"));
+    let (out, _) = with_stdin(&["sym", "--kernel", "--json", "ffffffffffffffff"], b"");
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+    assert_eq!(v[0]["addr"], "0xffffffffffffffff");
 }
 
 /// A copy of libc grown to 3 GiB (sparse), mapped executable by this

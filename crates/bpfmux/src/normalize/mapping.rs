@@ -200,6 +200,8 @@ impl Normalized {
     }
 }
 
-fn hex<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+/// A number as a `0x…` string in JSON: 64-bit addresses do not survive
+/// JSON tools that read numbers as doubles (jq, JavaScript).
+pub(crate) fn hex<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&format_args!("{v:#x}"))
 }

@@ -34,6 +34,8 @@ pub use mapping::{
     escape_name, BuildId, Mapping, Normalized, NormalizedAddr, Perms, Resolved, BUILD_ID_MAX,
 };
 
+pub(crate) use mapping::hex as serialize_hex;
+
 use kept_maps::KeptMaps;
 use procmap_query::{QueryBuf, Want};
 

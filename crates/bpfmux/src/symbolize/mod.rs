@@ -59,6 +59,7 @@ pub enum SymResult {
     /// Mapped, but no symbol covers it (stripped binary, JIT code, vdso...).
     NoSymbol {
         module: Option<PathBuf>,
+        #[serde(serialize_with = "crate::normalize::serialize_hex")]
         file_offset: u64,
         reason: String,
     },
@@ -68,6 +69,8 @@ pub enum SymResult {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Symbolized {
+    /// (`"0x…"` in JSON, as `bpfmux maps` writes addresses.)
+    #[serde(serialize_with = "crate::normalize::serialize_hex")]
     pub addr: u64,
     pub result: SymResult,
 }
