@@ -310,6 +310,16 @@ fn with_stdin(args: &[&str], input: &[u8], data_mib: Option<u64>) -> Vec<u8> {
     out.stdout
 }
 
+/// A pattern list repeating one name a million times (9 MB) costs what one
+/// name costs; it used to take half a gigabyte, and a repeated glob was
+/// tried on every kernel function once per line.
+#[test]
+fn repeated_patterns_are_selected_once() {
+    let names = "vfs_read\n".repeat(1_000_000);
+    let out = with_stdin(&["trace", "--list", "-f", "-"], names.as_bytes(), Some(48));
+    assert_eq!(String::from_utf8_lossy(&out), "vfs_read\n");
+}
+
 #[test]
 fn a_million_addresses_stream_in_bounded_memory() {
     let t = Target::sleep();

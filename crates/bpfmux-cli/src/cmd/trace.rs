@@ -316,13 +316,15 @@ fn parse_patterns(v: &[String]) -> anyhow::Result<Vec<Pattern>> {
         .collect()
 }
 
-/// Patterns of a file (or stdin for "-"): one per line, '#' comments.
+/// Patterns of a file (or stdin for "-"): one per line, '#' comments; a
+/// line repeated is kept once (a list may repeat names a million times).
 fn read_pattern_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
     let text = read_text(path, MAX_TEXT_FILE).context("reading patterns")?;
+    let mut seen = std::collections::HashSet::new();
     Ok(text
         .lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && seen.insert(*l))
         .map(str::to_string)
         .collect())
 }

@@ -30,7 +30,7 @@ impl fmt::Display for Scope {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Pattern {
     /// `None`: any scope (kernel image first, then modules).
     pub scope: Option<Scope>,

@@ -204,6 +204,12 @@ fn dropped_names(d: &[Dropped]) -> String {
     format!(": {}", s.join("; "))
 }
 
+/// The patterns in order, each only where it first appears.
+fn first_of_each(patterns: &[Pattern]) -> Vec<&Pattern> {
+    let mut seen = std::collections::HashSet::new();
+    patterns.iter().filter(|p| seen.insert(*p)).collect()
+}
+
 /// Above this many exact names, one pass over BTF builds a name index
 /// instead of a lookup per name (libbpf's search is linear).
 const EXACT_INDEX_FROM: usize = 16;
@@ -222,6 +228,11 @@ pub fn select(
     if patterns.is_empty() {
         return Err(SelectError::NoPatterns);
     }
+    // A pattern given again selects nothing more: each is matched once,
+    // however often a list repeats it (every glob is tried on every
+    // function, and every exact name builds its record).
+    let patterns = first_of_each(patterns);
+    let excludes = first_of_each(excludes);
     let mut phase = Instant::now();
     let mut phases = Vec::new();
     let mut lap = |name: &'static str| {
@@ -237,7 +248,7 @@ pub fn select(
     let mut btfs = KernelBtfs::load_vmlinux()?;
     // Module BTF is loaded only where a pattern may reach into modules.
     let modules = KernelBtfs::module_names();
-    for p in patterns {
+    for p in &patterns {
         match &p.scope {
             Some(Scope::Module(m)) => {
                 if !modules.contains(m) {
@@ -269,7 +280,7 @@ pub fn select(
             Err(_) => {}
         }
     }
-    let globs: Vec<&Pattern> = patterns.iter().filter(|p| !p.is_exact()).collect();
+    let globs: Vec<&Pattern> = patterns.iter().copied().filter(|p| !p.is_exact()).collect();
     let mut glob_hits = vec![0usize; globs.len()];
     for obj in btfs.objects() {
         obj.for_each_func(|id, name| {
@@ -480,6 +491,16 @@ pub fn merge_exact(funcs: &mut Vec<Func>, exact: Vec<Func>) {
 mod tests {
     use super::*;
     use crate::trace::btf::{Param, ValueKind};
+
+    #[test]
+    fn repeated_patterns_count_once_in_order() {
+        let p: Vec<Pattern> = ["vfs_*", "ksys_read", "vfs_*", "m:f*", "ksys_read", "vfs_*"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let once: Vec<String> = first_of_each(&p).iter().map(|p| p.to_string()).collect();
+        assert_eq!(once, ["vfs_*", "ksys_read", "m:f*"]);
+    }
 
     fn proto(n: usize) -> Proto {
         Proto {
