@@ -9,7 +9,10 @@ if on ours; then
 	run xdpchain-limits "$bin/xdpchain" limits
 	run xdpchain-stats "$bin/xdpchain" stats
 	run xdpchain-release "$bin/xdpchain" release
+	run xdpchain-interp "$bin/xdpchain" interp
+	run xdpchain-capacity "$bin/xdpchain" capacity
 	run xdpchain-race "$bin/xdpchain" race 5
+	run xdpchain-info-loop "$bin/xdpchain" info-loop 5
 	run xdpchain-veth "$bin/xdpchain" veth 200
 else
 	run xdpchain-refused-by-stock "$bin/xdpchain" refused

@@ -175,8 +175,8 @@ check_replace() {
 	# QEMU TCG sometimes oopses ("int3" at a patched site, kernel/README "Known issues")
 	# when the kernel patches code another vCPU is running, and every XDP program swap
 	# does: the kernel re-patches its XDP bpf_dispatcher (seen on stock 6.12 and ours),
-	# and kernel chains also flip the bpf_prog_chain_key static branch inlined in every
-	# driver's XDP path. Swaps and traffic therefore share one CPU on every kernel
+	# and on ours every kernel-chain change does too. Swaps and traffic therefore share
+	# one CPU on every kernel
 	# (still interleaved by the scheduler, so packets do cross swaps).
 	cpu=(taskset -c 0)
 	echo "note - swaps and traffic run on CPU 0 only (kernel text-poke oops under TCG)"
