@@ -6,7 +6,7 @@
  *
  *   drop, drop2        return XDP_DROP (baseline, and the last hop of every chain)
  *   pass, pass2        return XDP_PASS (first hops of kernel chains; pass2 is
- *                      also the unrelated chain that turns the static key on)
+ *                      also the owner of an unrelated chain)
  *   tail_pass          tail call into jmp[0] (drop), XDP_PASS if that fails
  *   dispatcher         a two-slot dispatcher in the style of libxdp: calls slot0,
  *                      goes on to slot1 if (1 << verdict) & CHAIN_ON (PASS); the
