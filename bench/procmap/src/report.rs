@@ -239,15 +239,18 @@ fn time_split(s: &mut String, rows: &[Row], floors: &[Floors; 2]) {
     );
     let _ = writeln!(
         s,
-        "| case | build IDs | mode | measured | kernel floor | user space + rest |\n\
-         |---|---|---|---:|---:|---:|"
+        "\"ceiling\" = bpfmux text (same mode) ÷ kernel floor: the text/ioctl ratio an ioctl \
+         path with no user-space cost at all would reach, so the most any change on our side \
+         can give.\n\n\
+         | case | build IDs | mode | measured | kernel floor | user space + rest | text/ioctl | ceiling |\n\
+         |---|---|---|---:|---:|---:|---:|---:|"
     );
     for r in rows {
         let f = &floors[usize::from(!r.case.starts_with("(a)"))];
         let bid_extra = f.query_named_build_id - f.query_named;
-        for (mode, ns, c) in [
-            ("cold", r.ns[IOCTL_COLD], r.cold_calls),
-            ("warm", r.ns[IOCTL_WARM], r.warm_calls),
+        for (mode, ns, text, c) in [
+            ("cold", r.ns[IOCTL_COLD], r.ns[TEXT_COLD], r.cold_calls),
+            ("warm", r.ns[IOCTL_WARM], r.ns[TEXT_WARM], r.warm_calls),
         ] {
             let floor = c.opens as f64 * f.open_close
                 + c.queries as f64 * f.query_named
@@ -261,6 +264,8 @@ fn time_split(s: &mut String, rows: &[Row], floors: &[Floors; 2]) {
                     us(ns),
                     us(floor),
                     us(ns - floor),
+                    format!("{:.1}×", text / ns),
+                    format!("{:.1}×", text / floor),
                 ],
             );
         }
