@@ -12,8 +12,9 @@
 #   --no-all   only the sizes up to 10,000 (one boot per kernel, no all-functions rows)
 #   --fentry-all  also one fentry program per function on all functions (about an hour of
 #              guest time per kernel under TCG: the all-functions target's own measurement)
-#   --smp N    guest vCPUs (default 1: with 2, the TCG int3 issue of kernel/README
-#              "Known issues" has killed boots while attaching many thousand functions)
+#   --smp N    guest vCPUs (default 2), all run by one host thread (vm/run --single-thread):
+#              multi-threaded TCG dies of the int3 issue of kernel/README "Known issues"
+#              when it patches text another vCPU runs; single-threaded TCG does not
 #   --kernels  which kernels to boot (default: ours stock-7.3 stock-6.12)
 # env: BENCH_OUT (default bench/results; build/bench-quick with --quick), FENTRY_CAP
 #      (default 1000), TRIALS (runs per size below 1000, default 3), FENTRY_ALL_S
@@ -26,7 +27,7 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-quick= kernels= noall= fentry_all= smp=1
+quick= kernels= noall= fentry_all= smp=2
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
@@ -115,8 +116,8 @@ boot() {
 	shift 3
 	say "$k: $name (at most $limit s)"
 	start=$(date +%s)
-	echo "host load: $name: $(cut -d' ' -f1-3 /proc/loadavg) at the start; guest vCPUs: $smp" >>"$raw/$k.meta"
-	"$repo/vm/run" --kernel "$k" --smp "$smp" --mem "${mem:-2G}" --timeout "$limit" -- \
+	echo "host load: $name: $(cut -d' ' -f1-3 /proc/loadavg) at the start; guest vCPUs: $smp (single-threaded TCG)" >>"$raw/$k.meta"
+	"$repo/vm/run" --kernel "$k" --smp "$smp" --single-thread --mem "${mem:-2G}" --timeout "$limit" -- \
 		"$repo/bench/trace-attach/guest.py" "$bpfmux" "$raw/$k.jsonl" \
 		--funcs "$raw/$k-funcs.txt" --fentry-cap "$cap" --trials "$trials" "$@" \
 		>"$raw/$k-$name.log" 2>&1
