@@ -59,7 +59,7 @@ struct result {
 	long long runs_attach, runs_detach;
 };
 
-#define MAX_RESULTS 64
+#define MAX_RESULTS 256
 static struct result results[MAX_RESULTS];
 static int nresults;
 
@@ -488,17 +488,21 @@ static void usage(const char *argv0)
 		"  --json FILE      also write the results as JSON\n"
 		"  --runs           count the program's runs while attaching and detaching\n"
 		"                   (run-time stats on: times are then not comparable)\n"
+		"  --cycles N       every row N times (1-50), then the kernel memory left\n"
+		"                   after the last cycle against before the first\n"
 		"examples:\n"
 		"  %s --quick\n"
 		"  %s --counts 1,1000 global kprobe.multi\n"
-		"  %s --runs --counts 0 global kprobe.multi\n", argv0, argv0, argv0, argv0);
+		"  %s --runs --counts 0 global kprobe.multi\n"
+		"  %s --cycles 10 --counts 0 global\n", argv0, argv0, argv0, argv0, argv0);
 }
 
 int main(int argc, char **argv)
 {
 	static const char *const every[] = { "*", NULL };
 	size_t counts[8] = { 1, 1000, 10000, 0 };
-	int ncounts = 4, engines = 0, bad = 0, err;
+	int ncounts = 4, engines = 0, bad = 0, err, cycles = 1, rows;
+	struct mem before, after;
 	struct rlimit rl = { 1 << 20, 1 << 20 };
 	struct btf *btf;
 
@@ -527,6 +531,12 @@ int main(int argc, char **argv)
 			opt.max_args = atoi(v), i++;
 		} else if (!strcmp(a, "--runs")) {
 			opt.runs = 1;
+		} else if (!strcmp(a, "--cycles") && v) {
+			cycles = atoi(v), i++;
+			if (cycles < 1 || cycles > 50) {
+				fprintf(stderr, "attach: --cycles takes 1 to 50, not %s\n", v);
+				return 2;
+			}
 		} else if (!strcmp(a, "--json") && v) {
 			opt.json = v, i++;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -544,6 +554,12 @@ int main(int argc, char **argv)
 	}
 	if (!engines)
 		engines = (1 << NR_ENGINES) - 1;
+	rows = cycles * ncounts * __builtin_popcount(engines);
+	if (rows > MAX_RESULTS) {
+		fprintf(stderr, "attach: %d rows (cycles x counts x engines), at most %d\n", rows,
+			MAX_RESULTS);
+		return 2;
+	}
 	prog_dir(opt.dir, sizeof(opt.dir), argv[0]);
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 	libbpf_set_print(NULL);
@@ -565,12 +581,24 @@ int main(int argc, char **argv)
 	printf("attach: %zu safe traceable functions (up to %d arguments)\n", set.cnt,
 	       opt.max_args);
 	print_header();
-	for (int c = 0; c < ncounts; c++) {
-		size_t want = counts[c] && counts[c] < set.cnt ? counts[c] : set.cnt;
+	settle();
+	before = read_mem();
+	for (int k = 0; k < cycles; k++) {
+		for (int c = 0; c < ncounts; c++) {
+			size_t want = counts[c] && counts[c] < set.cnt ? counts[c] : set.cnt;
 
-		for (int e = 0; e < NR_ENGINES; e++)
-			if (engines & (1 << e))
-				run_one(e, want);
+			for (int e = 0; e < NR_ENGINES; e++)
+				if (engines & (1 << e))
+					run_one(e, want);
+		}
+	}
+	if (cycles > 1) {
+		settle();
+		after = read_mem();
+		printf("attach: after %d cycles of every row, kernel memory %+ld kB against before "
+		       "the first (Slab %+ld, VmallocUsed %+ld, Percpu %+ld kB)\n", cycles,
+		       kmem(after) - kmem(before), after.slab - before.slab,
+		       after.vmalloc - before.vmalloc, after.percpu - before.percpu);
 	}
 	for (int i = 0; i < nresults; i++)
 		bad += !strncmp(results[i].status, "error", 5);
