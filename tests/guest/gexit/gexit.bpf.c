@@ -29,10 +29,13 @@ struct {
 	__type(value, __u64);
 } rets SEC(".maps");
 
-/* cfg[0]: errno fmod_ret returns (0: let the call through); cfg[1]: do_mmap length to record */
+/*
+ * cfg[0]: errno fmod_ret returns (0: let the call through); cfg[1]: do_mmap length to
+ * record; cfg[2]: what args7_fmodret returns (0: let the call through)
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } cfg SEC(".maps");
@@ -221,6 +224,82 @@ int BPF_PROG(session_multi)
 	if (!want || *want != *cookie)
 		sess_add(2);
 	return record_exit(ctx);
+}
+
+/*
+ * args7: bpf_modify_return_test2(int a, int *b, short c, int d, void *e, char f, int g),
+ * seven arguments, the last on the stack. Per kind k (0 fentry.multi, 1 fexit.multi,
+ * 2 fmod_ret.multi, 3 fsession.multi entry, 4 fsession.multi exit): slots 8k..8k+6 the
+ * arguments as bpf_get_func_arg() reads them, 8k+7 the return value (exits) or calls.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 40);
+	__type(key, __u32);
+	__type(value, __u64);
+} args7 SEC(".maps");
+
+static __always_inline void args7_put(__u32 slot, __u64 v)
+{
+	bpf_map_update_elem(&args7, &slot, &v, BPF_ANY);
+}
+
+static __always_inline void args7_save(void *ctx, __u32 kind, int exit)
+{
+	__u64 v;
+
+	for (__u32 i = 0; i < 7; i++) {
+		v = 0;
+		bpf_get_func_arg(ctx, i, &v);
+		args7_put(kind * 8 + i, v);
+	}
+	v = 0;
+	if (exit)
+		bpf_get_func_ret(ctx, &v);
+	else
+		v = 1;
+	args7_put(kind * 8 + 7, v);
+}
+
+SEC("fentry.multi")
+int BPF_PROG(args7_fentry)
+{
+	args7_save(ctx, 0, 0);
+	return 0;
+}
+
+SEC("fexit.multi")
+int BPF_PROG(args7_fexit)
+{
+	args7_save(ctx, 1, 1);
+	return 0;
+}
+
+SEC("fmod_ret.multi")
+int BPF_PROG(args7_fmodret)
+{
+	__u32 k = 2;
+	__u64 *ret = bpf_map_lookup_elem(&cfg, &k);
+
+	args7_save(ctx, 2, 0);
+	return ret ? (int)*ret : 0;
+}
+
+SEC("fsession.multi")
+int BPF_PROG(args7_session)
+{
+	if (bpf_session_is_return(ctx))
+		args7_save(ctx, 4, 1);
+	else
+		args7_save(ctx, 3, 0);
+	return 0;
+}
+
+/* Test-running this plain fmod_ret program makes the kernel call bpf_modify_return_test2. */
+SEC("fmod_ret/bpf_modify_return_test")
+int BPF_PROG(args7_driver, int a, int *b, int ret)
+{
+	return ret;
 }
 
 char LICENSE[] SEC("license") = "GPL";

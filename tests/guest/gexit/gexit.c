@@ -21,6 +21,10 @@
  *                      stub (enabled_functions shows where its site goes), moves to its
  *                      common stub when an fmod_ret.multi program joins and back when it
  *                      leaves; fexit sees every call and return value at each step
+ *   gexit args7        fentry, fexit, fmod_ret and fsession.multi together on
+ *                      bpf_modify_return_test2 (7 arguments, one on the stack), global
+ *                      and per-function backend: every kind sees all 7 arguments, the
+ *                      exits the return value, and an fmod_ret override replaces the call
  *   gexit session N    two fsession.multi programs on the same functions, global and
  *                      per-function backend: each exit finds its own entry's cookie and
  *                      the return value; the ninth session program on a function is
@@ -664,6 +668,118 @@ static void test_session(long n)
 	session_limit();
 }
 
+/*
+ * bpf_modify_return_test2(int a, int *b, short c, int d, void *e, char f, int g): seven
+ * arguments, the last on the stack. The kernel calls it as (1, &b, 3, 4, 5, 6, 7) with b = 2
+ * when a plain fmod_ret program is test-run, and it returns 1 + 3 + 3 + 4 + 5 + 6 + 7 = 29
+ * after incrementing b.
+ */
+#define ARGS7_KINDS 5
+static const char *const args7_kind[ARGS7_KINDS] = {
+	"fentry.multi", "fexit.multi", "fmod_ret.multi", "fsession.multi entry",
+	"fsession.multi exit",
+};
+
+/* Compare what kind @k recorded with the call's arguments, at each argument's width. */
+static int args7_match(struct bpf_object *obj, int k, __u64 *b_seen)
+{
+	static const __u64 want[7] = { 1, 0, 3, 4, 5, 6, 7 };
+	static const int bits[7] = { 32, 64, 16, 32, 64, 8, 32 };
+	int ok = 1;
+
+	for (int i = 0; i < 7; i++) {
+		__u64 v = array_u64(obj, "args7", k * 8 + i);
+		__u64 mask = bits[i] == 64 ? ~0ULL : (1ULL << bits[i]) - 1;
+
+		if (i == 1) {	/* &b: a kernel stack address, the same for every kind */
+			if (!*b_seen)
+				*b_seen = v;
+			ok &= v == *b_seen && v >> 63;
+		} else {
+			ok &= (v & mask) == want[i];
+		}
+	}
+	return ok;
+}
+
+static void args7_backend(int global)
+{
+	static const char *const names[] = { "args7_fentry", "args7_fexit", "args7_fmodret",
+					     "args7_session", "args7_driver" };
+	static const char *const target[] = { "bpf_modify_return_test2", NULL };
+	const char *what = global ? "global" : "per-function";
+	LIBBPF_OPTS(bpf_test_run_opts, run);
+	struct bpf_link *links[4] = {};
+	struct bpf_program *prog[5];
+	struct bpf_object *obj;
+	__u64 b_seen = 0;
+	int ok = 1, err;
+
+	obj = bpf_object__open_file(obj_path, NULL);
+	check(obj != NULL, "%s: open %s", what, obj_path);
+	if (!obj)
+		return;
+	bpf_object__for_each_program(prog[0], obj)
+		bpf_program__set_autoload(prog[0], 0);
+	for (int i = 0; i < 5; i++) {
+		prog[i] = bpf_object__find_program_by_name(obj, names[i]);
+		ok &= prog[i] && !bpf_program__set_autoload(prog[i], 1);
+	}
+	err = ok ? bpf_object__load(obj) : -ENOENT;
+	check(!err, "%s: the four multi programs and the driver load (%s)", what, strerror(-err));
+	if (err)
+		goto out;
+	for (int i = 0; i < 4; i++) {
+		links[i] = attach_ids(prog[i], target, global);
+		ok &= links[i] != NULL;
+	}
+	check(ok, "%s: fentry, fexit, fmod_ret and fsession.multi on bpf_modify_return_test2 (%s)",
+	      what, ok ? "ok" : strerror(errno));
+	if (!ok)
+		goto out;
+
+	err = bpf_prog_test_run_opts(bpf_program__fd(prog[4]), &run);
+	check(!err && run.retval == (2u << 16 | (4 + 29)),
+	      "%s: the kernel's calls ran as without programs (retval %#x, want %#x)", what,
+	      run.retval, 2u << 16 | (4 + 29));
+	for (int k = 0; k < ARGS7_KINDS; k++)
+		check(array_u64(obj, "args7", k * 8 + 7) && args7_match(obj, k, &b_seen),
+		      "%s: %s saw a=1 b=&b c=3 d=4 e=5 f=6 g=7 (%llu %#llx %llu %llu %llu %llu %llu)",
+		      what, args7_kind[k],
+		      (unsigned long long)array_u64(obj, "args7", k * 8 + 0),
+		      (unsigned long long)array_u64(obj, "args7", k * 8 + 1),
+		      (unsigned long long)array_u64(obj, "args7", k * 8 + 2),
+		      (unsigned long long)array_u64(obj, "args7", k * 8 + 3),
+		      (unsigned long long)array_u64(obj, "args7", k * 8 + 4),
+		      (unsigned long long)array_u64(obj, "args7", k * 8 + 5),
+		      (unsigned long long)array_u64(obj, "args7", k * 8 + 6));
+	check((__u32)array_u64(obj, "args7", 1 * 8 + 7) == 29 &&
+	      (__u32)array_u64(obj, "args7", 4 * 8 + 7) == 29,
+	      "%s: fexit and the session's exit saw the return value 29 (%lld, %lld)", what,
+	      (long long)(__s32)array_u64(obj, "args7", 1 * 8 + 7),
+	      (long long)(__s32)array_u64(obj, "args7", 4 * 8 + 7));
+
+	/* The override: the function is not called, fexit sees what fmod_ret returned. */
+	set_cfg(obj, 2, 1000);
+	err = bpf_prog_test_run_opts(bpf_program__fd(prog[4]), &run);
+	check(!err && run.retval == (1u << 16 | (4 + 1000)),
+	      "%s: fmod_ret.multi returned 1000 instead of calling it (retval %#x, want %#x)",
+	      what, run.retval, 1u << 16 | (4 + 1000));
+	check((__u32)array_u64(obj, "args7", 1 * 8 + 7) == 1000 &&
+	      (__u32)array_u64(obj, "args7", 4 * 8 + 7) == 1000 && args7_match(obj, 1, &b_seen),
+	      "%s: fexit and the session's exit saw 1000 and the same arguments", what);
+out:
+	for (int i = 0; i < 4; i++)
+		bpf_link__destroy(links[i]);
+	bpf_object__close(obj);
+}
+
+static void test_args7(void)
+{
+	args7_backend(1);
+	args7_backend(0);
+}
+
 int main(int argc, char **argv)
 {
 	long n = argc > 2 ? atol(argv[2]) : 500;
@@ -692,8 +808,10 @@ int main(int argc, char **argv)
 		test_session(n);
 	else if (!strcmp(cmd, "kinds"))
 		test_kinds(n);
+	else if (!strcmp(cmd, "args7"))
+		test_args7();
 	else {
-		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist|session|kinds [N]\n",
+		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist|session|kinds|args7 [N]\n",
 			argv[0]);
 		return 2;
 	}

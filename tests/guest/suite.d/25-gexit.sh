@@ -9,4 +9,5 @@ if on ours; then
 	run gexit-coexist "$bin/gexit" coexist 300
 	run gexit-session "$bin/gexit" session 200
 	run gexit-kinds "$bin/gexit" kinds 200
+	run gexit-args7 "$bin/gexit" args7
 fi
