@@ -94,6 +94,22 @@ pub fn chain_add(
     chain_cmd(BPF_PROG_CHAIN_ADD, &mut attr)
 }
 
+/// What the kernel's refusals of an entry mean for the user, where the
+/// errno alone does not say it.
+fn explain_add_error(err: io::Error) -> anyhow::Error {
+    let why = match err.raw_os_error() {
+        Some(libc::ENOSPC) => {
+            "each program that owns a chain holds one of the kernel XDP dispatcher's 48 \
+             slots, and none is free (use --engine dispatcher, or remove other chains)"
+        }
+        Some(libc::EOPNOTSUPP) => {
+            "chains need JIT-compiled programs (is net.core.bpf_jit_enable 0?)"
+        }
+        _ => return err.into(),
+    };
+    anyhow::Error::new(err).context(why)
+}
+
 /// The entries of `prog`'s chain: exact ones by return value, then the
 /// wildcard.
 pub fn chain_get(prog: BorrowedFd<'_>) -> io::Result<Vec<ChainEntry>> {
@@ -231,8 +247,9 @@ impl Engine for KernelChain {
         // every entry added so far.
         for i in 0..set.len().saturating_sub(1) {
             for e in entries_for(progs[i].chain_on, progs[i + 1].prog_id) {
-                chain_add(fds[i].as_fd(), e.retval, fds[i + 1].as_fd(), e.flags).with_context(
-                    || {
+                chain_add(fds[i].as_fd(), e.retval, fds[i + 1].as_fd(), e.flags)
+                    .map_err(explain_add_error)
+                    .with_context(|| {
                         format!(
                             "chain program {i} ({}) on {} to program {} ({})",
                             progs[i].name,
@@ -240,8 +257,7 @@ impl Engine for KernelChain {
                             i + 1,
                             progs[i + 1].name
                         )
-                    },
-                )?;
+                    })?;
             }
         }
         let head = fds[0].try_clone().context("duplicate program descriptor")?;
@@ -303,6 +319,28 @@ impl Engine for KernelChain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn add_errors_say_what_the_kernel_means() {
+        let full = format!(
+            "{:#}",
+            explain_add_error(io::Error::from_raw_os_error(libc::ENOSPC))
+        );
+        assert!(
+            full.contains("48") && full.contains("--engine dispatcher"),
+            "{full}"
+        );
+        let interp = format!(
+            "{:#}",
+            explain_add_error(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        );
+        assert!(interp.contains("JIT"), "{interp}");
+        let other = format!(
+            "{:#}",
+            explain_add_error(io::Error::from_raw_os_error(libc::ELOOP))
+        );
+        assert_eq!(other, io::Error::from_raw_os_error(libc::ELOOP).to_string());
+    }
 
     #[test]
     fn attr_matches_union_member_layout() {
