@@ -11,7 +11,9 @@
 //!    isolated by bisection and dropped with a warning; cancellable, and
 //!    nothing stays attached after an error or a cancel).
 //! 6. [`events`]: counters, histograms, per-call events, stacks.
-//! 7. [`output`]: tables, text lines, JSON.
+//! 7. [`session`]: the run — counters every interval, events as they come,
+//!    detach, the summary with stacks symbolized — told to a [`Report`].
+//! 8. [`report`] and [`output`]: live table, plain lines, JSON lines.
 
 pub mod btf;
 pub mod engine;
@@ -20,7 +22,9 @@ pub mod listings;
 pub mod output;
 pub mod pattern;
 pub mod program;
+pub mod report;
 pub mod select;
+pub mod session;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
@@ -33,6 +37,9 @@ use events::{Reader, Snapshot};
 use pattern::Pattern;
 use program::{Filters, ObjectConfig, TraceObject};
 use select::{DropReason, Dropped, SelectOptions, Selection};
+
+pub use report::{Interval, JsonLines, LiveTable, PlainText, Report};
+pub use session::{RunOptions, Session, Summary, Window};
 
 /// Bit in the attach cookie: this function emits per-call events (trace.h).
 const COOKIE_CAPTURE: u64 = 1 << 32;

@@ -1,11 +1,16 @@
 //! Turning snapshots and events into what people read: the live table, the
 //! periodic text lines, JSON objects, latency histograms, event lines.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 use super::btf::ValueKind;
-use super::events::{Event, EventKind, FuncStats, Hist};
-use super::select::Func;
+use super::engine::ExitSide;
+use super::events::{Event, EventKind, FuncStats};
+use super::select::{Func, Selection};
+use super::session::{FunctionTotals, Summary};
+use super::{Plan, Tracer};
 
 /// Nanoseconds as `812ns`, `3.4us`, `12.0ms`, `1.20s`.
 pub fn fmt_ns(ns: u64) -> String {
@@ -18,7 +23,7 @@ pub fn fmt_ns(ns: u64) -> String {
 }
 
 /// Upper bound of the log2 bucket holding quantile `q` (0..=1), if any.
-pub fn percentile(h: &Hist, q: f64) -> Option<u64> {
+pub fn percentile(h: &[u64], q: f64) -> Option<u64> {
     let total: u64 = h.iter().sum();
     if total == 0 {
         return None;
@@ -134,13 +139,12 @@ pub fn table(rows: &[Row], secs: f64, latency: bool, max_rows: usize) -> Vec<Str
 /// The final table: totals since attach, mean rate over `secs`; latency
 /// columns when histograms were measured (P99< is the log2 bucket's bound).
 pub fn totals_table(
-    rows: &[Row],
+    funcs: &[FunctionTotals],
     secs: f64,
-    hist: Option<&[Hist]>,
+    latency: bool,
     max_rows: usize,
 ) -> Vec<String> {
-    let latency = hist.is_some();
-    let w = rows
+    let w = funcs
         .iter()
         .take(max_rows)
         .map(|r| r.name.len())
@@ -152,32 +156,29 @@ pub fn totals_table(
         head.push_str(&format!(" {:>9} {:>9} {:>9}", "AVG", "P99<", "MAX"));
     }
     let mut out = vec![head];
-    for r in rows.iter().take(max_rows) {
+    for r in funcs.iter().take(max_rows) {
         let mut line = format!(
             "{:<w$} {:>12} {:>10.1}",
             r.name,
-            r.total.calls,
-            r.total.calls as f64 / secs.max(1e-9)
+            r.calls,
+            r.calls as f64 / secs.max(1e-9)
         );
         if latency {
-            let a = avg(&r.total).map_or("-".into(), fmt_ns);
-            let m = (r.total.lat_count > 0).then(|| fmt_ns(r.total.lat_max_ns));
-            let p99 = hist
-                .and_then(|h| percentile(&h[r.index], 0.99))
+            let lat = r.latency_ns.as_ref();
+            let a = lat.map_or("-".into(), |l| fmt_ns(l.avg));
+            let m = lat.map_or("-".into(), |l| fmt_ns(l.max));
+            let p99 = r
+                .hist()
+                .and_then(|h| percentile(h, 0.99))
                 .map_or("-".into(), fmt_ns);
-            line.push_str(&format!(
-                " {:>9} {:>9} {:>9}",
-                a,
-                p99,
-                m.unwrap_or_else(|| "-".into())
-            ));
+            line.push_str(&format!(" {:>9} {:>9} {:>9}", a, p99, m));
         }
         out.push(line);
     }
-    if rows.len() > max_rows {
+    if funcs.len() > max_rows {
         out.push(format!(
             "... {} more functions called",
-            rows.len() - max_rows
+            funcs.len() - max_rows
         ));
     }
     out
@@ -205,23 +206,15 @@ pub fn text_lines(stamp: &str, rows: &[Row], latency: bool) -> Vec<String> {
         .collect()
 }
 
-fn row_json(r: &Row, hist: Option<&Hist>, totals: bool) -> Value {
-    let s = if totals { &r.total } else { &r.interval };
-    let mut v = json!({ "name": r.name, "calls": s.calls });
-    if !totals {
-        v["total"] = json!(r.total.calls);
-    }
+fn row_json(r: &Row) -> Value {
+    let s = &r.interval;
+    let mut v = json!({ "name": r.name, "calls": s.calls, "total": r.total.calls });
     if s.lat_count > 0 {
         v["latency_ns"] = json!({
             "count": s.lat_count,
             "avg": s.lat_sum_ns / s.lat_count,
             "max": s.lat_max_ns,
         });
-        if let Some(h) = hist {
-            v["latency_ns"]["p50"] = json!(percentile(h, 0.5));
-            v["latency_ns"]["p99"] = json!(percentile(h, 0.99));
-            v["latency_ns"]["log2_hist"] = json!(h.to_vec());
-        }
     }
     v
 }
@@ -232,21 +225,12 @@ pub fn interval_json(elapsed_s: f64, secs: f64, rows: &[Row]) -> Value {
         "type": "interval",
         "elapsed_s": elapsed_s,
         "interval_s": secs,
-        "functions": rows.iter().map(|r| row_json(r, None, false)).collect::<Vec<_>>(),
+        "functions": rows.iter().map(row_json).collect::<Vec<_>>(),
     })
 }
 
-/// Functions' totals for the final summary (histograms when measured).
-pub fn totals_json(rows: &[Row], hist: Option<&[Hist]>) -> Value {
-    Value::Array(
-        rows.iter()
-            .map(|r| row_json(r, hist.map(|h| &h[r.index]), true))
-            .collect(),
-    )
-}
-
 /// bpftrace-style log2 histogram lines for one function.
-pub fn hist_lines(h: &Hist) -> Vec<String> {
+pub fn hist_lines(h: &[u64]) -> Vec<String> {
     let (Some(lo), Some(hi)) = (
         h.iter().position(|&n| n > 0),
         h.iter().rposition(|&n| n > 0),
@@ -356,6 +340,171 @@ pub fn event_json(e: &Event, f: &Func) -> Value {
         }
     }
     v
+}
+
+/// What `bpfmux trace` says once the functions and the engine are chosen:
+/// how many, which engine; with `verbose`, why better engines were not
+/// used, how exits are seen, what was dropped, where the time went.
+pub fn plan_lines(plan: &Plan, verbose: u8) -> Vec<String> {
+    let (sel, n) = (&plan.selection, plan.selection.funcs.len());
+    let dropped = match (sel.dropped.len(), verbose) {
+        (0, _) => String::new(),
+        (k, 0) => format!(", {k} dropped (-v: why)"),
+        (k, _) => format!(", {k} dropped"),
+    };
+    let s = if n == 1 { "" } else { "s" };
+    let mut out = vec![format!(
+        "bpfmux trace: {n} function{s} with engine {}{dropped}",
+        plan.engine
+    )];
+    if verbose == 0 {
+        return out;
+    }
+    for (k, why) in &plan.skipped_engines {
+        out.push(format!("  engine {k} not used: {why}"));
+    }
+    match plan.exit {
+        ExitSide::None => {}
+        ExitSide::Session => {
+            out.push("  exits: one session program (entry and exit paired by the kernel)".into())
+        }
+        ExitSide::Pair => out.push(
+            "  exits: separate entry and exit programs (paired by per-thread call stacks)".into(),
+        ),
+    }
+    out.extend(drop_lines(sel, verbose));
+    out.extend(select_time_lines(sel, plan.select_time));
+    out
+}
+
+/// What `bpfmux trace` says once attached: a warning per skipped function
+/// (the first 10, all with `verbose` > 1), the attach, and with `verbose`
+/// where its time went.
+pub fn attach_lines(t: &Tracer, verbose: u8) -> Vec<String> {
+    let warnings: Vec<_> = t.warnings().collect();
+    let shown = if verbose > 1 { usize::MAX } else { 10 };
+    let mut out: Vec<String> = warnings
+        .iter()
+        .take(shown)
+        .map(|d| {
+            format!(
+                "bpfmux trace: warning: skipped {}: {}",
+                d.display_name(),
+                d.reason
+            )
+        })
+        .collect();
+    if warnings.len() > shown {
+        out.push(format!(
+            "bpfmux trace: warning: ... {} more skipped (-vv lists all)",
+            warnings.len() - shown
+        ));
+    }
+    let links = t.nr_links();
+    out.push(format!(
+        "bpfmux trace: attached {} functions in {:.1} ms ({links} link{}, engine {}); Ctrl-C to stop",
+        t.nr_attached(),
+        t.attach_time.as_secs_f64() * 1e3,
+        if links == 1 { "" } else { "s" },
+        t.engine
+    ));
+    if verbose > 0 {
+        out.extend(attach_time_lines(t));
+    }
+    out
+}
+
+/// What `bpfmux trace` says at the end: attach and detach times, and what
+/// could not be recorded, if anything.
+pub fn summary_notes(s: &Summary) -> Vec<String> {
+    let mut out = vec![format!(
+        "bpfmux trace: engine {}: attach {:.1} ms, detach {:.1} ms for {} functions",
+        s.engine, s.attach_ms, s.detach_ms, s.functions_attached
+    )];
+    let l = &s.lost;
+    if l.any() {
+        out.push(format!(
+            "bpfmux trace: not recorded: {} events, {} stacks, {} too deeply nested; \
+             {} calls skipped by the kernel's recursion guard",
+            l.events, l.stacks, l.nesting, l.recursion_misses
+        ));
+    }
+    out
+}
+
+/// `-v`: drop counts by reason, then the dropped functions (the first 20,
+/// all with `verbose` > 1).
+pub fn drop_lines(sel: &Selection, verbose: u8) -> Vec<String> {
+    let mut out = Vec::new();
+    if sel.dropped.is_empty() {
+        return out;
+    }
+    for (why, k) in sel.drop_summary() {
+        out.push(format!("  dropped {k}: {why}"));
+    }
+    let limit = if verbose > 1 { usize::MAX } else { 20 };
+    for d in sel.dropped.iter().take(limit) {
+        out.push(format!("    {}:{}: {}", d.scope, d.name, d.reason));
+    }
+    if sel.dropped.len() > limit {
+        out.push(format!(
+            "    ... {} more (-vv lists all)",
+            sel.dropped.len() - limit
+        ));
+    }
+    out
+}
+
+/// `-v`: how long the selection took (`total`) and where the time went.
+pub fn select_time_lines(sel: &Selection, total: Duration) -> Vec<String> {
+    let ms = |(name, d): &(&str, Duration)| format!("{name} {:.0}", d.as_secs_f64() * 1e3);
+    let phases: Vec<String> = sel.phases.iter().map(ms).collect();
+    let mut out = vec![format!(
+        "  selected in {:.1} ms ({}; ms: {})",
+        total.as_secs_f64() * 1e3,
+        if sel.read_listings {
+            "BTF + available_filter_functions + kallsyms"
+        } else {
+            "exact names: BTF lookup only"
+        },
+        phases.join(", ")
+    )];
+    if sel.read_listings {
+        let reads: Vec<String> = sel.listing_times.iter().map(ms).collect();
+        out.push(format!(
+            "  meanwhile, on other threads (ms): {}",
+            reads.join(", ")
+        ));
+    }
+    out
+}
+
+/// `-v`: where the attach time went, the kernel's share apart from ours.
+pub fn attach_time_lines(t: &Tracer) -> Vec<String> {
+    let b = &t.breakdown;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let plural = |n: usize, one: &'static str, many: &'static str| if n == 1 { one } else { many };
+    let mut out = vec![format!(
+        "  attach: maps {:.0} ms; {} program load{} {:.0} ms; {} link{} over {} functions {:.0} ms",
+        ms(t.prepare_time),
+        b.loads,
+        plural(b.loads, "", "s"),
+        ms(b.load_time),
+        b.links,
+        plural(b.links, "", "s"),
+        b.link_funcs,
+        ms(b.link_time),
+    )];
+    if b.refused_tries > 0 {
+        out.push(format!(
+            "  attach: {} link tr{} the kernel refused {:.0} ms",
+            b.refused_tries,
+            plural(b.refused_tries, "y", "ies"),
+            ms(b.refused_time)
+        ));
+    }
+    out.extend(b.split.iter().map(|why| format!("  links: {why}")));
+    out
 }
 
 #[cfg(test)]
@@ -470,9 +619,13 @@ mod tests {
         });
         assert_eq!(lines.len(), 3);
         assert!(lines[0].contains("[   16ns,    32ns)"), "{}", lines[0]);
-        let mut h = vec![[0u64; 32]; 2];
-        h[0][10] = 2;
-        let t = totals_table(&r, 2.0, Some(&h), 10);
+        let mut h = [0u64; 32];
+        h[10] = 2;
+        let totals: Vec<_> = r
+            .iter()
+            .map(|r| FunctionTotals::new(&r.name, &r.total, Some(&h)))
+            .collect();
+        let t = totals_table(&totals, 2.0, true, 10);
         assert!(t[0].contains("P99<"), "{}", t[0]);
         assert!(
             t[1].starts_with("vfs_read") && t[1].contains(" 12 "),

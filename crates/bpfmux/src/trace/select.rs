@@ -158,8 +158,8 @@ impl Selection {
         for d in &self.dropped {
             let key = match &d.reason {
                 DropReason::NotTraceable(_) => "not traceable by a trampoline".to_string(),
-                DropReason::AttachRefused(_) => "refused at attach".to_string(),
-                DropReason::Ambiguous(_) => "ambiguous name".to_string(),
+                DropReason::AttachRefused(_) => "refused by the kernel at attach".to_string(),
+                DropReason::Ambiguous(_) => "name shared by several kernel functions".to_string(),
                 r => r.to_string(),
             };
             *m.entry(key).or_default() += 1;
@@ -651,7 +651,7 @@ mod tests {
             listing_times: Default::default(),
         };
         let s = sel.drop_summary();
-        assert_eq!(s["ambiguous name"], 2);
+        assert_eq!(s["name shared by several kernel functions"], 2);
         assert_eq!(s.len(), 2);
     }
 }

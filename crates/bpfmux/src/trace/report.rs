@@ -1,0 +1,343 @@
+//! Where a [`super::Session`] sends what it reads: [`Report`], and its
+//! three forms — the live table of a terminal ([`LiveTable`]), plain lines
+//! for a file or pipe ([`PlainText`]) and JSON lines ([`JsonLines`]).
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use super::engine::EngineKind;
+use super::events::Event;
+use super::output::{self, Row};
+use super::select::Func;
+use super::session::Summary;
+
+/// One interval's numbers.
+#[derive(Clone, Copy, Debug)]
+pub struct Interval<'a> {
+    /// Since the run started.
+    pub elapsed: Duration,
+    /// Length of this interval, in seconds.
+    pub secs: f64,
+    /// Functions called in the interval, busiest first.
+    pub rows: &'a [Row],
+    /// Functions attached.
+    pub functions: usize,
+    pub engine: EngineKind,
+}
+
+/// Receives a run's output as it happens.
+pub trait Report {
+    /// One call of a function whose arguments are captured.
+    fn event(&mut self, event: &Event, func: &Func) -> io::Result<()>;
+    /// Counters of one interval.
+    fn interval(&mut self, interval: &Interval<'_>) -> io::Result<()>;
+    /// The end of the run.
+    fn summary(&mut self, summary: &Summary) -> io::Result<()>;
+}
+
+/// JSON lines: an object per event and per interval, then the summary.
+pub struct JsonLines<W> {
+    out: W,
+    intervals: bool,
+}
+
+impl<W: Write> JsonLines<W> {
+    /// `intervals`: also an object per interval (`bpfmux trace --json`
+    /// leaves them out when it prints events).
+    pub fn new(out: W, intervals: bool) -> Self {
+        Self { out, intervals }
+    }
+}
+
+impl<W: Write> Report for JsonLines<W> {
+    fn event(&mut self, e: &Event, f: &Func) -> io::Result<()> {
+        writeln!(self.out, "{}", output::event_json(e, f))
+    }
+
+    fn interval(&mut self, iv: &Interval<'_>) -> io::Result<()> {
+        if self.intervals {
+            let v = output::interval_json(iv.elapsed.as_secs_f64(), iv.secs, iv.rows);
+            writeln!(self.out, "{v}")?;
+        }
+        self.out.flush()
+    }
+
+    fn summary(&mut self, s: &Summary) -> io::Result<()> {
+        // Through a `Value`: its keys come out sorted, as they always did.
+        let v = serde_json::to_value(s).map_err(io::Error::other)?;
+        writeln!(self.out, "{v}")
+    }
+}
+
+/// Plain lines: one per function called in an interval (with the time of
+/// day), event lines, then the totals table, histograms and stacks.
+pub struct PlainText<W> {
+    out: W,
+    latency: bool,
+    top: Option<usize>,
+    intervals: bool,
+}
+
+impl<W: Write> PlainText<W> {
+    /// `latency`: latency columns; `top`: rows of the totals table (all
+    /// when `None`); `intervals`: lines per interval too.
+    pub fn new(out: W, latency: bool, top: Option<usize>, intervals: bool) -> Self {
+        Self {
+            out,
+            latency,
+            top,
+            intervals,
+        }
+    }
+}
+
+impl<W: Write> Report for PlainText<W> {
+    fn event(&mut self, e: &Event, f: &Func) -> io::Result<()> {
+        writeln!(self.out, "{}", output::event_line(e, f))
+    }
+
+    fn interval(&mut self, iv: &Interval<'_>) -> io::Result<()> {
+        if self.intervals {
+            for l in output::text_lines(&clock(), iv.rows, self.latency) {
+                writeln!(self.out, "{l}")?;
+            }
+        }
+        self.out.flush()
+    }
+
+    fn summary(&mut self, s: &Summary) -> io::Result<()> {
+        let out = &mut self.out;
+        writeln!(out, "\n{} functions called, totals:", s.functions.len())?;
+        let max = self.top.unwrap_or(usize::MAX);
+        for l in output::totals_table(&s.functions, s.elapsed_s, s.latency, max) {
+            writeln!(out, "{l}")?;
+        }
+        if s.latency {
+            for f in s.functions.iter().take(10) {
+                writeln!(out, "\n{} latency:", f.name)?;
+                for l in f.hist().map(output::hist_lines).unwrap_or_default() {
+                    writeln!(out, "{l}")?;
+                }
+            }
+        }
+        if let Some(stacks) = &s.stacks {
+            writeln!(out, "\nbusiest stacks:")?;
+            for st in stacks {
+                writeln!(out, "  {} x{} (pid {})", st.function, st.count, st.pid)?;
+                for l in &st.frames {
+                    writeln!(out, "    {l}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The live table of a terminal, redrawn every interval; the summary as
+/// [`PlainText`] has it.
+pub struct LiveTable<W> {
+    text: PlainText<W>,
+}
+
+impl<W: Write> LiveTable<W> {
+    /// `top`: rows of the table (default: the terminal's height).
+    pub fn new(out: W, latency: bool, top: Option<usize>) -> Self {
+        Self {
+            text: PlainText::new(out, latency, top, false),
+        }
+    }
+}
+
+impl<W: Write> Report for LiveTable<W> {
+    fn event(&mut self, e: &Event, f: &Func) -> io::Result<()> {
+        self.text.event(e, f)
+    }
+
+    fn interval(&mut self, iv: &Interval<'_>) -> io::Result<()> {
+        let t = &mut self.text;
+        // Home + clear screen, then the table.
+        write!(t.out, "\x1b[H\x1b[2J")?;
+        writeln!(
+            t.out,
+            "bpfmux trace: {} functions, engine {}, {:.0} s",
+            iv.functions,
+            iv.engine,
+            iv.elapsed.as_secs_f64()
+        )?;
+        let max = t.top.unwrap_or_else(terminal_rows);
+        for l in output::table(iv.rows, iv.secs, t.latency, max) {
+            writeln!(t.out, "{l}")?;
+        }
+        t.out.flush()
+    }
+
+    fn summary(&mut self, s: &Summary) -> io::Result<()> {
+        self.text.summary(s)
+    }
+}
+
+/// Rows the terminal on standard output has room for (20 if unknown).
+fn terminal_rows() -> usize {
+    // SAFETY: an all-zero winsize is valid; TIOCGWINSZ fills it.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    if r == 0 && ws.ws_row > 4 {
+        ws.ws_row as usize - 4
+    } else {
+        20
+    }
+}
+
+/// The local time of day, `HH:MM:SS`.
+fn clock() -> String {
+    let mut t: libc::time_t = 0;
+    // SAFETY: an all-zero tm is valid; time and localtime_r write into our locals.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    unsafe {
+        libc::time(&mut t);
+        libc::localtime_r(&t, &mut tm);
+    }
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::engine::ExitSide;
+    use crate::trace::events::FuncStats;
+    use crate::trace::session::{AttachBreakdown, FunctionTotals, Lost};
+
+    fn summary() -> Summary {
+        let s = FuncStats {
+            calls: 4,
+            lat_count: 4,
+            lat_sum_ns: 40,
+            lat_max_ns: 12,
+        };
+        let mut h = [0u64; 32];
+        h[3] = 4;
+        Summary {
+            kind: "summary",
+            engine: EngineKind::KprobeMulti,
+            exit_side: ExitSide::Session,
+            functions_attached: 2,
+            functions_dropped: 0,
+            skipped: vec![],
+            links: 1,
+            select_ms: 1.0,
+            prepare_ms: 2.0,
+            attach_ms: 3.0,
+            detach_ms: 4.0,
+            attach_breakdown: AttachBreakdown {
+                program_loads: 1,
+                load_ms: 1.5,
+                links: 1,
+                link_functions: 2,
+                link_ms: 1.0,
+                refused_tries: 0,
+                refused_ms: 0.0,
+                split: vec![],
+            },
+            elapsed_s: 2.0,
+            events: 0,
+            lost: Lost::default(),
+            functions: vec![FunctionTotals::new("vfs_read", &s, Some(&h))],
+            stacks: None,
+            command_exit: None,
+            latency: true,
+        }
+    }
+
+    #[test]
+    fn json_summary_has_sorted_keys() {
+        let mut out = Vec::new();
+        JsonLines::new(&mut out, true).summary(&summary()).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with(r#"{"attach_breakdown":{"link_functions":2,"#),
+            "{text}"
+        );
+        assert!(text.contains(r#""type":"summary""#), "{text}");
+        assert!(!text.contains("command_exit"), "{text}");
+        assert!(text.ends_with("}\n"), "{text}");
+    }
+
+    /// The summary as `bpfmux trace --json` built it before it was a type.
+    #[test]
+    fn json_summary_is_what_it_was() {
+        use serde_json::json;
+        let mut s = summary();
+        s.skipped = vec![crate::trace::session::Skipped {
+            function: "m:f".into(),
+            reason: "refused at attach: EINVAL".into(),
+        }];
+        s.command_exit = Some(3);
+        s.stacks = Some(vec![crate::trace::session::StackSummary {
+            function: "vfs_read".into(),
+            count: 9,
+            pid: 42,
+            frames: vec!["vfs_read+0x4".into(), "--".into(), "0x1234".into()],
+        }]);
+        let mut h = [0u64; 32];
+        h[3] = 4;
+        let old = json!({
+            "type": "summary",
+            "engine": s.engine,
+            "exit_side": s.exit_side,
+            "functions_attached": 2,
+            "functions_dropped": 0,
+            "skipped": [{"function": "m:f", "reason": "refused at attach: EINVAL"}],
+            "links": 1,
+            "select_ms": 1.0,
+            "prepare_ms": 2.0,
+            "attach_ms": 3.0,
+            "detach_ms": 4.0,
+            "attach_breakdown": {
+                "program_loads": 1,
+                "load_ms": 1.5,
+                "links": 1,
+                "link_functions": 2,
+                "link_ms": 1.0,
+                "refused_tries": 0,
+                "refused_ms": 0.0,
+                "split": Vec::<String>::new(),
+            },
+            "elapsed_s": 2.0,
+            "events": 0,
+            "lost": {"events": 0, "stacks": 0, "nesting": 0, "recursion_misses": 0},
+            "functions": [{
+                "name": "vfs_read",
+                "calls": 4,
+                "latency_ns": {
+                    "count": 4, "avg": 10, "max": 12,
+                    "p50": 15, "p99": 15, "log2_hist": h.to_vec(),
+                },
+            }],
+            "stacks": [{
+                "function": "vfs_read", "count": 9, "pid": 42,
+                "frames": ["vfs_read+0x4", "--", "0x1234"],
+            }],
+            "command_exit": 3,
+        });
+        let mut out = Vec::new();
+        JsonLines::new(&mut out, true).summary(&s).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), format!("{old}\n"));
+    }
+
+    #[test]
+    fn text_summary_has_totals_and_histograms() {
+        let mut out = Vec::new();
+        PlainText::new(&mut out, true, None, false)
+            .summary(&summary())
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines[1], "1 functions called, totals:");
+        assert!(lines[2].contains("P99<"), "{text}");
+        assert!(lines[3].starts_with("vfs_read"), "{text}");
+        assert_eq!(lines[5], "vfs_read latency:");
+        assert!(lines[6].contains("|@@@@"), "{text}");
+    }
+}
