@@ -224,7 +224,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut summary = session.summary(&window?)?;
     summary.command_exit = child.as_ref().and_then(Child::exit_code);
     report.summary(&summary)?;
-    say(output::summary_notes(&summary));
+    say(trace::report::summary_notes(&summary));
     Ok(())
 }
 

@@ -12,7 +12,8 @@
 //!    nothing stays attached after an error or a cancel).
 //! 6. [`events`]: counters, histograms, per-call events, stacks.
 //! 7. [`session`]: the run — counters every interval, events as they come,
-//!    detach, the summary with stacks symbolized — told to a [`Report`].
+//!    detach — told to a [`Report`]; then the [`summary`], with the busiest
+//!    stacks symbolized.
 //! 8. [`report`] and [`output`]: live table, plain lines, JSON lines.
 
 pub mod btf;
@@ -25,6 +26,7 @@ pub mod program;
 pub mod report;
 pub mod select;
 pub mod session;
+pub mod summary;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
@@ -39,7 +41,8 @@ use program::{Filters, ObjectConfig, TraceObject};
 use select::{DropReason, Dropped, SelectOptions, Selection};
 
 pub use report::{Interval, JsonLines, LiveTable, PlainText, Report};
-pub use session::{RunOptions, Session, Summary, Window};
+pub use session::{RunOptions, Session, Window};
+pub use summary::Summary;
 
 /// Bit in the attach cookie: this function emits per-call events (trace.h).
 const COOKIE_CAPTURE: u64 = 1 << 32;

@@ -9,7 +9,6 @@ use super::btf::ValueKind;
 use super::engine::ExitSide;
 use super::events::{Event, EventKind, FuncStats};
 use super::select::{Func, Selection};
-use super::session::{FunctionTotals, Summary};
 use super::{Plan, Tracer};
 
 /// Nanoseconds as `812ns`, `3.4us`, `12.0ms`, `1.20s`.
@@ -95,16 +94,15 @@ fn avg(s: &FuncStats) -> Option<u64> {
     (s.lat_count > 0).then(|| s.lat_sum_ns / s.lat_count)
 }
 
+/// Width of a table's FUNCTION column: its first `max_rows` names, at least 8.
+pub(crate) fn name_width<'a>(names: impl Iterator<Item = &'a str>, max_rows: usize) -> usize {
+    names.take(max_rows).map(str::len).max().unwrap_or(8).max(8)
+}
+
 /// The live table (without screen control): header line, column titles,
 /// at most `max_rows` rows.
 pub fn table(rows: &[Row], secs: f64, latency: bool, max_rows: usize) -> Vec<String> {
-    let w = rows
-        .iter()
-        .take(max_rows)
-        .map(|r| r.name.len())
-        .max()
-        .unwrap_or(8)
-        .max(8);
+    let w = name_width(rows.iter().map(|r| r.name.as_str()), max_rows);
     let mut out = Vec::new();
     let mut head = format!(
         "{:<w$} {:>10} {:>12} {:>12}",
@@ -131,54 +129,6 @@ pub fn table(rows: &[Row], secs: f64, latency: bool, max_rows: usize) -> Vec<Str
         out.push(format!(
             "... {} more functions called",
             rows.len() - max_rows
-        ));
-    }
-    out
-}
-
-/// The final table: totals since attach, mean rate over `secs`; latency
-/// columns when histograms were measured (P99< is the log2 bucket's bound).
-pub fn totals_table(
-    funcs: &[FunctionTotals],
-    secs: f64,
-    latency: bool,
-    max_rows: usize,
-) -> Vec<String> {
-    let w = funcs
-        .iter()
-        .take(max_rows)
-        .map(|r| r.name.len())
-        .max()
-        .unwrap_or(8)
-        .max(8);
-    let mut head = format!("{:<w$} {:>12} {:>10}", "FUNCTION", "CALLS", "MEAN/s");
-    if latency {
-        head.push_str(&format!(" {:>9} {:>9} {:>9}", "AVG", "P99<", "MAX"));
-    }
-    let mut out = vec![head];
-    for r in funcs.iter().take(max_rows) {
-        let mut line = format!(
-            "{:<w$} {:>12} {:>10.1}",
-            r.name,
-            r.calls,
-            r.calls as f64 / secs.max(1e-9)
-        );
-        if latency {
-            let lat = r.latency_ns.as_ref();
-            let a = lat.map_or("-".into(), |l| fmt_ns(l.avg));
-            let m = lat.map_or("-".into(), |l| fmt_ns(l.max));
-            let p99 = r
-                .hist()
-                .and_then(|h| percentile(h, 0.99))
-                .map_or("-".into(), fmt_ns);
-            line.push_str(&format!(" {:>9} {:>9} {:>9}", a, p99, m));
-        }
-        out.push(line);
-    }
-    if funcs.len() > max_rows {
-        out.push(format!(
-            "... {} more functions called",
-            funcs.len() - max_rows
         ));
     }
     out
@@ -414,24 +364,6 @@ pub fn attach_lines(t: &Tracer, verbose: u8) -> Vec<String> {
     out
 }
 
-/// What `bpfmux trace` says at the end: attach and detach times, and what
-/// could not be recorded, if anything.
-pub fn summary_notes(s: &Summary) -> Vec<String> {
-    let mut out = vec![format!(
-        "bpfmux trace: engine {}: attach {:.1} ms, detach {:.1} ms for {} functions",
-        s.engine, s.attach_ms, s.detach_ms, s.functions_attached
-    )];
-    let l = &s.lost;
-    if l.any() {
-        out.push(format!(
-            "bpfmux trace: not recorded: {} events, {} stacks, {} too deeply nested; \
-             {} calls skipped by the kernel's recursion guard",
-            l.events, l.stacks, l.nesting, l.recursion_misses
-        ));
-    }
-    out
-}
-
 /// `-v`: drop counts by reason, then the dropped functions (the first 20,
 /// all with `verbose` > 1).
 pub fn drop_lines(sel: &Selection, verbose: u8) -> Vec<String> {
@@ -619,18 +551,5 @@ mod tests {
         });
         assert_eq!(lines.len(), 3);
         assert!(lines[0].contains("[   16ns,    32ns)"), "{}", lines[0]);
-        let mut h = [0u64; 32];
-        h[10] = 2;
-        let totals: Vec<_> = r
-            .iter()
-            .map(|r| FunctionTotals::new(&r.name, &r.total, Some(&h)))
-            .collect();
-        let t = totals_table(&totals, 2.0, true, 10);
-        assert!(t[0].contains("P99<"), "{}", t[0]);
-        assert!(
-            t[1].starts_with("vfs_read") && t[1].contains(" 12 "),
-            "{}",
-            t[1]
-        );
     }
 }

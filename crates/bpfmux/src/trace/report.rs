@@ -9,7 +9,7 @@ use super::engine::EngineKind;
 use super::events::Event;
 use super::output::{self, Row};
 use super::select::Func;
-use super::session::Summary;
+use super::summary::{FunctionTotals, Summary};
 
 /// One interval's numbers.
 #[derive(Clone, Copy, Debug)]
@@ -109,7 +109,7 @@ impl<W: Write> Report for PlainText<W> {
         let out = &mut self.out;
         writeln!(out, "\n{} functions called, totals:", s.functions.len())?;
         let max = self.top.unwrap_or(usize::MAX);
-        for l in output::totals_table(&s.functions, s.elapsed_s, s.latency, max) {
+        for l in totals_table(&s.functions, s.elapsed_s, s.latency, max) {
             writeln!(out, "{l}")?;
         }
         if s.latency {
@@ -202,12 +202,72 @@ fn clock() -> String {
     format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
 }
 
+/// The final table: totals since attach, mean rate over `secs`; latency
+/// columns when histograms were measured (P99< is the log2 bucket's bound).
+pub fn totals_table(
+    funcs: &[FunctionTotals],
+    secs: f64,
+    latency: bool,
+    max_rows: usize,
+) -> Vec<String> {
+    let w = output::name_width(funcs.iter().map(|f| f.name.as_str()), max_rows);
+    let mut head = format!("{:<w$} {:>12} {:>10}", "FUNCTION", "CALLS", "MEAN/s");
+    if latency {
+        head.push_str(&format!(" {:>9} {:>9} {:>9}", "AVG", "P99<", "MAX"));
+    }
+    let mut out = vec![head];
+    for r in funcs.iter().take(max_rows) {
+        let mut line = format!(
+            "{:<w$} {:>12} {:>10.1}",
+            r.name,
+            r.calls,
+            r.calls as f64 / secs.max(1e-9)
+        );
+        if latency {
+            let lat = r.latency_ns.as_ref();
+            let a = lat.map_or("-".into(), |l| output::fmt_ns(l.avg));
+            let m = lat.map_or("-".into(), |l| output::fmt_ns(l.max));
+            let p99 = r
+                .hist()
+                .and_then(|h| output::percentile(h, 0.99))
+                .map_or("-".into(), output::fmt_ns);
+            line.push_str(&format!(" {:>9} {:>9} {:>9}", a, p99, m));
+        }
+        out.push(line);
+    }
+    if funcs.len() > max_rows {
+        out.push(format!(
+            "... {} more functions called",
+            funcs.len() - max_rows
+        ));
+    }
+    out
+}
+
+/// What `bpfmux trace` says at the end: attach and detach times, and what
+/// could not be recorded, if anything.
+pub fn summary_notes(s: &Summary) -> Vec<String> {
+    let mut out = vec![format!(
+        "bpfmux trace: engine {}: attach {:.1} ms, detach {:.1} ms for {} functions",
+        s.engine, s.attach_ms, s.detach_ms, s.functions_attached
+    )];
+    let l = &s.lost;
+    if l.any() {
+        out.push(format!(
+            "bpfmux trace: not recorded: {} events, {} stacks, {} too deeply nested; \
+             {} calls skipped by the kernel's recursion guard",
+            l.events, l.stacks, l.nesting, l.recursion_misses
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::trace::engine::ExitSide;
     use crate::trace::events::FuncStats;
-    use crate::trace::session::{AttachBreakdown, FunctionTotals, Lost};
+    use crate::trace::summary::{AttachBreakdown, FunctionTotals, Lost};
 
     fn summary() -> Summary {
         let s = FuncStats {
@@ -251,6 +311,31 @@ mod tests {
     }
 
     #[test]
+    fn totals_table_has_latency_columns() {
+        let s = FuncStats {
+            calls: 12,
+            lat_count: 2,
+            lat_sum_ns: 3000,
+            lat_max_ns: 2000,
+        };
+        let mut h = [0u64; 32];
+        h[10] = 2;
+        let t = totals_table(
+            &[FunctionTotals::new("vfs_read", &s, Some(&h))],
+            2.0,
+            true,
+            10,
+        );
+        assert!(t[0].contains("P99<"), "{}", t[0]);
+        assert!(
+            t[1].starts_with("vfs_read") && t[1].contains(" 12 "),
+            "{}",
+            t[1]
+        );
+        assert!(t[1].ends_with("1.5us     2.0us     2.0us"), "{}", t[1]);
+    }
+
+    #[test]
     fn json_summary_has_sorted_keys() {
         let mut out = Vec::new();
         JsonLines::new(&mut out, true).summary(&summary()).unwrap();
@@ -269,12 +354,12 @@ mod tests {
     fn json_summary_is_what_it_was() {
         use serde_json::json;
         let mut s = summary();
-        s.skipped = vec![crate::trace::session::Skipped {
+        s.skipped = vec![crate::trace::summary::Skipped {
             function: "m:f".into(),
             reason: "refused at attach: EINVAL".into(),
         }];
         s.command_exit = Some(3);
-        s.stacks = Some(vec![crate::trace::session::StackSummary {
+        s.stacks = Some(vec![crate::trace::summary::StackSummary {
             function: "vfs_read".into(),
             count: 9,
             pid: 42,

@@ -1,0 +1,277 @@
+//! The end of a trace run as data: totals per function, times, losses and
+//! the busiest stacks symbolized — what `bpfmux trace --json` prints last.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::engine::{EngineKind, ExitSide};
+use super::events::{self, FuncStats};
+use super::output::percentile;
+use super::Tracer;
+use crate::symbolize::{KernelSymbolizer, SymResult, UserSymbolizer};
+
+/// How many of the busiest stacks the summary symbolizes.
+pub const TOP_STACKS: usize = 10;
+/// Larger than any kernel function: the address is not in the symbol.
+const MAX_SYMBOL_OFFSET: u64 = 1 << 20;
+
+/// Milliseconds, rounded to the microsecond.
+pub(crate) fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// The end of a run: what `bpfmux trace --json` prints last, field for field.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// Always `"summary"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub engine: EngineKind,
+    pub exit_side: ExitSide,
+    pub functions_attached: usize,
+    /// Dropped by the selection or refused by the kernel at attach.
+    pub functions_dropped: usize,
+    /// The drops worth a warning (see [`Tracer::warnings`]).
+    pub skipped: Vec<Skipped>,
+    pub links: usize,
+    pub select_ms: f64,
+    pub prepare_ms: f64,
+    pub attach_ms: f64,
+    pub detach_ms: f64,
+    pub attach_breakdown: AttachBreakdown,
+    /// Length of the traced window.
+    pub elapsed_s: f64,
+    /// Per-call events reported.
+    pub events: usize,
+    pub lost: Lost,
+    /// Functions called at least once, busiest first.
+    pub functions: Vec<FunctionTotals>,
+    /// The busiest stacks, symbolized, when stacks were counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Vec<StackSummary>>,
+    /// Exit status of the traced command, for callers that ran one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_exit: Option<i32>,
+    /// Whether latency histograms were measured.
+    #[serde(skip)]
+    pub latency: bool,
+}
+
+/// A function skipped with a warning.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    pub function: String,
+    pub reason: String,
+}
+
+/// [`super::engine::Breakdown`] in milliseconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct AttachBreakdown {
+    pub program_loads: usize,
+    pub load_ms: f64,
+    pub links: usize,
+    pub link_functions: usize,
+    pub link_ms: f64,
+    pub refused_tries: usize,
+    pub refused_ms: f64,
+    pub split: Vec<String>,
+}
+
+/// What could not be recorded.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Lost {
+    /// Ring buffer full.
+    pub events: u64,
+    /// Stack map full.
+    pub stacks: u64,
+    /// Calls nested too deeply to pair entry and exit.
+    pub nesting: u64,
+    /// Calls the kernel's recursion guard skipped.
+    pub recursion_misses: u64,
+}
+
+impl Lost {
+    /// Anything lost at all.
+    pub fn any(&self) -> bool {
+        self.events + self.stacks + self.nesting > 0 || self.recursion_misses > 0
+    }
+}
+
+/// One function's totals since attach.
+#[derive(Clone, Debug, Serialize)]
+pub struct FunctionTotals {
+    /// `name`, or `module:name`.
+    pub name: String,
+    pub calls: u64,
+    /// When calls' latencies were measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<LatencyTotals>,
+}
+
+/// Latency over every measured call, in nanoseconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyTotals {
+    pub count: u64,
+    pub avg: u64,
+    pub max: u64,
+    /// With histograms (`--latency`).
+    #[serde(flatten)]
+    pub hist: Option<HistTotals>,
+}
+
+/// A log2 latency histogram and the percentiles it bounds.
+#[derive(Clone, Debug, Serialize)]
+pub struct HistTotals {
+    /// Upper bound of the bucket holding the median.
+    pub p50: Option<u64>,
+    /// Upper bound of the bucket holding the 99th percentile.
+    pub p99: Option<u64>,
+    /// Calls per bucket: bucket `b` holds `[2^b, 2^(b+1))` ns (0 from 0).
+    pub log2_hist: Vec<u64>,
+}
+
+impl FunctionTotals {
+    /// From counters and, when measured, the function's histogram.
+    pub fn new(name: &str, s: &FuncStats, hist: Option<&[u64]>) -> Self {
+        let latency_ns = (s.lat_count > 0).then(|| LatencyTotals {
+            count: s.lat_count,
+            avg: s.lat_sum_ns / s.lat_count,
+            max: s.lat_max_ns,
+            hist: hist.map(|h| HistTotals {
+                p50: percentile(h, 0.5),
+                p99: percentile(h, 0.99),
+                log2_hist: h.to_vec(),
+            }),
+        });
+        Self {
+            name: name.to_string(),
+            calls: s.calls,
+            latency_ns,
+        }
+    }
+
+    /// The histogram, when measured and not empty.
+    pub fn hist(&self) -> Option<&[u64]> {
+        self.latency_ns
+            .as_ref()
+            .and_then(|l| l.hist.as_ref())
+            .map(|h| &h.log2_hist[..])
+    }
+}
+
+/// A call stack and how often the function was called through it.
+#[derive(Clone, Debug, Serialize)]
+pub struct StackSummary {
+    pub function: String,
+    pub count: u64,
+    /// The process (thread group) that made the calls.
+    pub pid: u32,
+    /// Kernel frames, then `--` and user frames when there are any:
+    /// `name+0xoff`, or the address when it has no symbol.
+    pub frames: Vec<String>,
+}
+
+/// The busiest stacks, symbolized with one kernel symbol table load.
+pub(crate) fn symbolized_stacks(t: &Tracer, s: &events::Stacks) -> Vec<StackSummary> {
+    let ksyms = KernelSymbolizer::load().ok();
+    let mut usyms = UserSymbolizer::default();
+    s.counts
+        .iter()
+        .take(TOP_STACKS)
+        .map(|(k, count)| {
+            let get = |id: Option<u32>| {
+                id.and_then(|i| s.addrs.get(&i))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            StackSummary {
+                function: t
+                    .selection
+                    .funcs
+                    .get(k.func)
+                    .map_or_else(|| format!("#{}", k.func), |f| f.display_name()),
+                count: *count,
+                pid: k.tgid,
+                frames: stack_frames(
+                    ksyms.as_ref(),
+                    &mut usyms,
+                    k.tgid,
+                    &get(k.kstack),
+                    &get(k.ustack),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Kernel frames, then `--` and the user frames of process `pid`.
+pub fn stack_frames(
+    ksyms: Option<&KernelSymbolizer>,
+    usyms: &mut UserSymbolizer,
+    pid: u32,
+    kernel: &[u64],
+    user: &[u64],
+) -> Vec<String> {
+    let name = |r: &SymResult, addr: u64| match r {
+        // Past the end of any real function: JIT code (BPF programs and
+        // trampolines) has no kallsyms entry bpfmux reads.
+        SymResult::Symbol(s) if s.offset > MAX_SYMBOL_OFFSET => format!("{addr:#x} [bpf/jit?]"),
+        SymResult::Symbol(s) => format!("{}+{:#x}", s.name, s.offset),
+        _ => format!("{addr:#x}"),
+    };
+    let mut lines = Vec::new();
+    match ksyms {
+        Some(k) => lines.extend(k.symbolize(kernel).iter().map(|s| name(&s.result, s.addr))),
+        None => lines.extend(kernel.iter().map(|a| format!("{a:#x}"))),
+    }
+    if !user.is_empty() {
+        lines.push("--".into());
+        match usyms.symbolize(pid, user) {
+            Ok(v) => lines.extend(v.iter().map(|s| name(&s.result, s.addr))),
+            // The process may be gone: addresses are all we have.
+            Err(_) => lines.extend(user.iter().map(|a| format!("{a:#x}"))),
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_totals_serialize_as_before() {
+        let s = FuncStats {
+            calls: 7,
+            lat_count: 2,
+            lat_sum_ns: 30,
+            lat_max_ns: 20,
+        };
+        let mut h = [0u64; 32];
+        h[3] = 2;
+        let v = serde_json::to_value(FunctionTotals::new("vfs_read", &s, Some(&h))).unwrap();
+        assert_eq!(
+            v.to_string(),
+            r#"{"calls":7,"latency_ns":{"avg":15,"count":2,"log2_hist":[0,0,0,2,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"max":20,"p50":15,"p99":15},"name":"vfs_read"}"#
+        );
+        let v = serde_json::to_value(FunctionTotals::new("vfs_read", &s, None)).unwrap();
+        assert_eq!(
+            v.to_string(),
+            r#"{"calls":7,"latency_ns":{"avg":15,"count":2,"max":20},"name":"vfs_read"}"#
+        );
+        let none = FuncStats {
+            calls: 1,
+            ..Default::default()
+        };
+        let v = serde_json::to_value(FunctionTotals::new("f", &none, Some(&h))).unwrap();
+        assert_eq!(v.to_string(), r#"{"calls":1,"name":"f"}"#);
+    }
+
+    #[test]
+    fn frames_without_symbols_are_addresses() {
+        let mut u = UserSymbolizer::default();
+        let f = stack_frames(None, &mut u, 0, &[0x10, 0x20], &[]);
+        assert_eq!(f, ["0x10", "0x20"]);
+    }
+}
