@@ -46,7 +46,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     writeln!(out, "kernel {}", kernel_release())?;
-    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let w = rows
+        .iter()
+        .map(|r| r.feature.name().len())
+        .max()
+        .unwrap_or(0);
     writeln!(
         out,
         "{:w$}  {:13}  {:14}  DETAIL",
@@ -60,7 +64,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         writeln!(
             out,
             "{:w$}  {:13}  {:14}  {}",
-            r.name, r.origin, status, r.detail
+            r.feature.name(),
+            r.origin,
+            status,
+            r.detail
         )?;
     }
     Ok(())

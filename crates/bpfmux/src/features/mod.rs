@@ -16,6 +16,7 @@ mod xdp;
 
 use std::fmt;
 use std::io;
+use std::str::FromStr;
 
 use serde::Serialize;
 
@@ -44,13 +45,161 @@ impl fmt::Display for Status {
     }
 }
 
+/// A kernel feature bpfmux can probe: the rows of `bpfmux features`, and
+/// what engine selection asks about.
+///
+/// ```
+/// use bpfmux::features::Feature;
+///
+/// let f: Feature = "kprobe.session".parse().unwrap();
+/// assert_eq!(f, Feature::KprobeSession);
+/// assert_eq!(f.to_string(), "kprobe.session");
+/// assert!(Feature::ALL.iter().all(|f| f.name().parse() == Ok(*f)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Feature {
+    /// Kernel BTF at /sys/kernel/btf/vmlinux.
+    Btf,
+    /// fentry programs (a BPF trampoline per function).
+    Fentry,
+    /// fexit programs.
+    Fexit,
+    /// fmod_ret programs.
+    FmodRet,
+    /// freplace (BPF_PROG_TYPE_EXT) programs.
+    Freplace,
+    /// The tracing_multi link (Linux 7.2+).
+    TracingMulti,
+    /// The kprobe.multi link (5.18+).
+    KprobeMulti,
+    /// kprobe.session programs (6.10+).
+    KprobeSession,
+    /// The uprobe.multi link.
+    UprobeMulti,
+    /// XDP in the generic (skb) path.
+    XdpGeneric,
+    /// XDP in the driver.
+    XdpNative,
+    /// The PROCMAP_QUERY ioctl on /proc/PID/maps.
+    ProcmapQuery,
+    /// This series: the global trampoline (BPF_F_TRACING_MULTI_GLOBAL).
+    GlobalTrampoline,
+    /// This series: fmod_ret.multi.
+    FmodRetMulti,
+    /// This series: fsession.multi on the global trampoline.
+    FsessionMultiGlobal,
+    /// This series: XDP chain calls (BPF_PROG_CHAIN_*).
+    XdpChainCalls,
+}
+
+impl Feature {
+    /// Every feature, in `bpfmux features` order.
+    pub const ALL: [Feature; 16] = [
+        Feature::Btf,
+        Feature::Fentry,
+        Feature::Fexit,
+        Feature::FmodRet,
+        Feature::Freplace,
+        Feature::TracingMulti,
+        Feature::KprobeMulti,
+        Feature::KprobeSession,
+        Feature::UprobeMulti,
+        Feature::XdpGeneric,
+        Feature::XdpNative,
+        Feature::ProcmapQuery,
+        Feature::GlobalTrampoline,
+        Feature::FmodRetMulti,
+        Feature::FsessionMultiGlobal,
+        Feature::XdpChainCalls,
+    ];
+
+    /// The stable key `bpfmux features` prints, e.g. `kprobe.multi`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Btf => "btf",
+            Feature::Fentry => "fentry",
+            Feature::Fexit => "fexit",
+            Feature::FmodRet => "fmod_ret",
+            Feature::Freplace => "freplace",
+            Feature::TracingMulti => "tracing_multi",
+            Feature::KprobeMulti => "kprobe.multi",
+            Feature::KprobeSession => "kprobe.session",
+            Feature::UprobeMulti => "uprobe.multi",
+            Feature::XdpGeneric => "xdp.generic",
+            Feature::XdpNative => "xdp.native",
+            Feature::ProcmapQuery => "procmap_query",
+            Feature::GlobalTrampoline => "global_trampoline",
+            Feature::FmodRetMulti => "fmod_ret.multi",
+            Feature::FsessionMultiGlobal => "fsession.multi.global",
+            Feature::XdpChainCalls => "xdp.chain_calls",
+        }
+    }
+
+    /// Where the feature comes from.
+    pub fn origin(self) -> Origin {
+        match self {
+            Feature::GlobalTrampoline
+            | Feature::FmodRetMulti
+            | Feature::FsessionMultiGlobal
+            | Feature::XdpChainCalls => Origin::Series,
+            _ => Origin::Upstream,
+        }
+    }
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+impl FromStr for Feature {
+    type Err = UnknownFeature;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Feature::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| UnknownFeature(s.to_string()))
+    }
+}
+
+impl Serialize for Feature {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// A name that is no [`Feature`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown feature {0:?}")]
+pub struct UnknownFeature(pub String);
+
+/// Upstream Linux, or this project's kernel series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Origin {
+    #[serde(rename = "upstream")]
+    Upstream,
+    #[serde(rename = "bpfmux-series")]
+    Series,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            Origin::Upstream => "upstream",
+            Origin::Series => "bpfmux-series",
+        })
+    }
+}
+
 /// One row of `bpfmux features`.
 #[derive(Clone, Debug, Serialize)]
-pub struct Feature {
-    /// Stable key, e.g. `fentry`, `kprobe.multi`.
-    pub name: &'static str,
-    /// `upstream` or `bpfmux-series` (this project's kernel additions).
-    pub origin: &'static str,
+pub struct FeatureRow {
+    /// Serialized as its stable key, e.g. `kprobe.multi`.
+    #[serde(rename = "name")]
+    pub feature: Feature,
+    pub origin: Origin,
     pub status: Status,
     /// How it was probed and what the kernel said.
     pub detail: String,
@@ -119,57 +268,52 @@ fn libbpf_errno(e: &libbpf_rs::Error) -> Option<i32> {
     s[at..].split(')').next()?.parse().ok()
 }
 
-/// Runs every probe. Needs root (or CAP_BPF + CAP_PERFMON + CAP_NET_ADMIN +
-/// CAP_SYS_ADMIN for the netns) for meaningful answers; without it most rows
-/// read "not permitted".
-pub fn probe_all() -> Vec<Feature> {
-    let btf = KernelBtf::load();
-    let upstream = |name, p: Probe| Feature {
-        name,
-        origin: "upstream",
-        status: p.status,
-        detail: p.detail,
-    };
-    let series = |name, p: Probe| Feature {
-        name,
-        origin: "bpfmux-series",
-        status: p.status,
-        detail: p.detail,
-    };
-    vec![
-        upstream("btf", btf.probe()),
-        upstream("fentry", trampoline::fentry(&btf)),
-        upstream("fexit", trampoline::fexit(&btf)),
-        upstream("fmod_ret", trampoline::fmod_ret(&btf)),
-        upstream("freplace", trampoline::freplace()),
-        upstream("tracing_multi", tracing_multi::probe(&btf)),
-        upstream("kprobe.multi", kprobe::multi(&btf)),
-        upstream("kprobe.session", kprobe::session(&btf)),
-        upstream("uprobe.multi", uprobe::multi()),
-        upstream("xdp.generic", xdp::generic()),
-        upstream("xdp.native", xdp::native()),
-        upstream("procmap_query", procmap::probe()),
-        series("global_trampoline", series::global_trampoline(&btf)),
-        series("fmod_ret.multi", series::fmod_ret_multi(&btf)),
-        series("fsession.multi.global", series::fsession_multi_global(&btf)),
-        series("xdp.chain_calls", series::xdp_chain_calls(&btf)),
-    ]
+/// Probes one feature for real. `btf` is the kernel's BTF, loaded once by
+/// the caller for all the probes it runs.
+pub fn probe(feature: Feature, btf: &KernelBtf) -> Probe {
+    match feature {
+        Feature::Btf => btf.probe(),
+        Feature::Fentry => trampoline::fentry(btf),
+        Feature::Fexit => trampoline::fexit(btf),
+        Feature::FmodRet => trampoline::fmod_ret(btf),
+        Feature::Freplace => trampoline::freplace(),
+        Feature::TracingMulti => tracing_multi::probe(btf),
+        Feature::KprobeMulti => kprobe::multi(btf),
+        Feature::KprobeSession => kprobe::session(btf),
+        Feature::UprobeMulti => uprobe::multi(),
+        Feature::XdpGeneric => xdp::generic(),
+        Feature::XdpNative => xdp::native(),
+        Feature::ProcmapQuery => procmap::probe(),
+        Feature::GlobalTrampoline => series::global_trampoline(btf),
+        Feature::FmodRetMulti => series::fmod_ret_multi(btf),
+        Feature::FsessionMultiGlobal => series::fsession_multi_global(btf),
+        Feature::XdpChainCalls => series::xdp_chain_calls(btf),
+    }
 }
 
-/// One probe by its `bpfmux features` name, for callers that only need a
-/// few (e.g. `bpfmux trace` choosing an engine). `None`: no such probe here.
-pub fn probe_one(name: &str, btf: &KernelBtf) -> Option<Probe> {
-    Some(match name {
-        "fentry" => trampoline::fentry(btf),
-        "fexit" => trampoline::fexit(btf),
-        "tracing_multi" => tracing_multi::probe(btf),
-        "kprobe.multi" => kprobe::multi(btf),
-        "kprobe.session" => kprobe::session(btf),
-        "global_trampoline" => series::global_trampoline(btf),
-        "fmod_ret.multi" => series::fmod_ret_multi(btf),
-        "fsession.multi.global" => series::fsession_multi_global(btf),
-        _ => return None,
-    })
+/// Runs every probe, in [`Feature::ALL`] order. Needs root (or CAP_BPF +
+/// CAP_PERFMON + CAP_NET_ADMIN + CAP_SYS_ADMIN for the netns) for
+/// meaningful answers; without it most rows read "not permitted".
+pub fn probe_all() -> Vec<FeatureRow> {
+    let btf = KernelBtf::load();
+    Feature::ALL
+        .into_iter()
+        .map(|feature| {
+            let p = probe(feature, &btf);
+            FeatureRow {
+                feature,
+                origin: feature.origin(),
+                status: p.status,
+                detail: p.detail,
+            }
+        })
+        .collect()
+}
+
+/// fexit.multi on the global trampoline (the series' exit side before its
+/// fsession patch): not a `bpfmux features` row, asked by the trace engine.
+pub fn fexit_multi_global(btf: &KernelBtf) -> Probe {
+    series::fexit_multi_global(btf)
 }
 
 /// Silences libbpf's own stderr logging while probes fail on purpose.

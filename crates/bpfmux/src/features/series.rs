@@ -4,11 +4,12 @@
 //! link_create.flags for tracing_multi, with EINVAL, and do not know
 //! BPF_MODIFY_RETURN_MULTI).
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use super::btf::{KernelBtf, FENTRY_TARGETS, FMOD_RET_TARGET};
 use super::Probe;
 use crate::sys::bpf;
+use crate::sys::chain::{chain_get, BPF_PROG_CHAIN_GET};
 
 /// A tracing_multi link of a trivial program of `attach_type` (named
 /// `type_name` in the kernel's enum bpf_attach_type, `fallback` if the BTF
@@ -75,6 +76,18 @@ pub fn fmod_ret_multi(btf: &KernelBtf) -> Probe {
     )
 }
 
+/// fexit.multi on the global backend: the exit side on series kernels
+/// before its fsession patch.
+pub fn fexit_multi_global(btf: &KernelBtf) -> Probe {
+    multi_link(
+        btf,
+        ("BPF_TRACE_FEXIT_MULTI", bpf::BPF_TRACE_FEXIT_MULTI),
+        FENTRY_TARGETS,
+        bpf::BPF_F_TRACING_MULTI_GLOBAL,
+        "fexit.multi link with BPF_F_TRACING_MULTI_GLOBAL",
+    )
+}
+
 /// fsession.multi on the global backend (the series' later fsession patch).
 pub fn fsession_multi_global(btf: &KernelBtf) -> Probe {
     multi_link(
@@ -86,8 +99,38 @@ pub fn fsession_multi_global(btf: &KernelBtf) -> Probe {
     )
 }
 
-/// XDP chain calls: BPF_PROG_CHAIN_GET on a real XDP program, the same
-/// detection `bpfmux xdp` uses to pick its engine.
+/// XDP chain calls, the same detection `bpfmux xdp` uses to pick its
+/// engine. Both must hold: the running kernel's
+/// BTF names BPF_PROG_CHAIN_GET with the value bpfmux uses, and the kernel
+/// lists the (empty) chain of a real XDP program (stock kernels answer
+/// EINVAL, "unknown command").
 pub fn xdp_chain_calls(btf: &KernelBtf) -> Probe {
-    crate::xdp::kernel_chain::detect(btf)
+    if !btf.available() {
+        return Probe::error("vmlinux BTF unavailable; cannot look for the chain-call UAPI");
+    }
+    match btf.enum_value("bpf_cmd", "BPF_PROG_CHAIN_GET") {
+        None => return Probe::no("BPF_PROG_CHAIN_GET not in kernel enum bpf_cmd"),
+        Some(v) if v != BPF_PROG_CHAIN_GET => {
+            return Probe::error(format!(
+            "kernel has BPF_PROG_CHAIN_GET = {v}, bpfmux uses {BPF_PROG_CHAIN_GET}: UAPI mismatch"
+        ))
+        }
+        Some(_) => {}
+    }
+    let prog = match bpf::load_trivial_prog(
+        libbpf_rs::libbpf_sys::BPF_PROG_TYPE_XDP,
+        libbpf_rs::libbpf_sys::BPF_XDP,
+        0,
+    ) {
+        Ok(fd) => fd,
+        Err(e) => return Probe::from_io("load an XDP program to query", &e),
+    };
+    match chain_get(prog.as_fd()) {
+        Ok(e) if e.is_empty() => Probe::yes("BPF_PROG_CHAIN_GET lists an XDP program's chain"),
+        Ok(e) => Probe::error(format!(
+            "BPF_PROG_CHAIN_GET reports {} entries for a fresh program",
+            e.len()
+        )),
+        Err(e) => Probe::from_io("BPF_PROG_CHAIN_GET on an XDP program", &e),
+    }
 }

@@ -4,17 +4,14 @@
 //! A set of programs (each with a "chain on" set of return codes) becomes one
 //! head program for the interface's XDP bpf_link, built by an engine
 //! ([`engine`]): the program itself when there is one, bpfmux's freplace
-//! dispatcher ([`dispatcher`]), or the series' kernel chain calls
-//! ([`kernel_chain`]). Replacing a set builds the new one completely and
+//! dispatcher ([`engine::dispatcher`]), or the series' kernel chain calls
+//! ([`engine::kernel_chain`]). Replacing a set builds the new one completely and
 //! swaps it in with one link update, so every packet runs either the old
 //! set or the new one. State lives in bpffs ([`state`]).
 
 pub mod action;
 pub mod bpf_ops;
-mod direct;
-pub mod dispatcher;
 pub mod engine;
-pub mod kernel_chain;
 pub mod program;
 pub mod state;
 
@@ -24,11 +21,34 @@ use std::os::fd::AsFd;
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::libbpf_sys;
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 pub use action::ActionSet;
-pub use engine::{EngineChoice, EngineKind};
+pub use engine::EngineChoice;
 pub use program::ProgSpec;
 use state::{GenerationWriter, SetRecord, Store};
+
+/// How a set runs: the engine that built it (kept in its record).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineKind {
+    /// One program, attached as it is: nothing in between.
+    Direct,
+    /// bpfmux's freplace dispatcher (any kernel with BPF trampolines).
+    Dispatcher,
+    /// The series' kernel chain calls (BPF_PROG_CHAIN_*).
+    KernelChain,
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineKind::Direct => "direct",
+            EngineKind::Dispatcher => "dispatcher",
+            EngineKind::KernelChain => "kernel-chain",
+        })
+    }
+}
 
 /// Where the kernel runs the XDP program.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 
 use super::action::ActionSet;
 use super::bpf_ops::{self, LinkInfo};
-use super::engine::EngineKind;
 use super::program::Origin;
+use super::EngineKind;
 use super::Mode;
 
 /// Bump when the record's meaning changes; older records are reported, not

@@ -6,50 +6,14 @@
 //!
 //! The exit side is fsession.multi where the series' fsession patch is in
 //! the kernel, else an fexit.multi link next to the entry one (see
-//! [`super::tracing_multi`]), which every series kernel accepts.
+//! [`super::tracing_multi`]), which every series kernel accepts
+//! ([`crate::features::fexit_multi_global`] probes it).
 
-use std::os::fd::{AsRawFd, BorrowedFd};
-
-use libbpf_rs::libbpf_sys;
+use std::os::fd::BorrowedFd;
 
 use super::tracing_multi::TracingMulti;
 use super::{Breakdown, Control, Engine, EngineKind, Refused, Targets};
-use crate::features::KernelBtf;
-use crate::sys::bpf;
 use crate::trace::program::TraceObject;
-
-/// Functions the exit probe attaches to: test stubs every kernel with
-/// BPF has, never called outside BPF selftests.
-const PROBE_TARGETS: &[&str] = &["bpf_fentry_test1", "bpf_fentry_test2"];
-
-/// Why the global backend cannot take an fexit.multi program here (`None`:
-/// it can): such a link with the global flag on one function.
-pub fn exit_unavailable(btf: &KernelBtf) -> Option<String> {
-    let Some((target, id)) = btf.first_func(PROBE_TARGETS) else {
-        return Some(format!(
-            "no function to probe fexit.multi on (looked for {PROBE_TARGETS:?})"
-        ));
-    };
-    let step = format!("fexit.multi link with BPF_F_TRACING_MULTI_GLOBAL on {target}");
-    let prog = match bpf::load_trivial_prog(
-        libbpf_sys::BPF_PROG_TYPE_TRACING,
-        bpf::BPF_TRACE_FEXIT_MULTI,
-        0,
-    ) {
-        Ok(p) => p,
-        Err(e) => return Some(format!("loading an fexit.multi program: {e}")),
-    };
-    match bpf::link_create_tracing_multi(
-        prog.as_raw_fd(),
-        bpf::BPF_TRACE_FEXIT_MULTI,
-        bpf::BPF_F_TRACING_MULTI_GLOBAL,
-        &[id],
-        None,
-    ) {
-        Ok(_link) => None,
-        Err(e) => Some(format!("{step}: {e}")),
-    }
-}
 
 pub struct Global(TracingMulti);
 

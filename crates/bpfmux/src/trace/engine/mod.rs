@@ -33,7 +33,7 @@ use serde::Serialize;
 
 use super::program::{Entry, TraceObject};
 use super::select::Func;
-use crate::features::{self, KernelBtf, Status};
+use crate::features::{self, Feature, KernelBtf, Status};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -63,16 +63,16 @@ impl EngineKind {
     }
 
     /// The `bpfmux features` probes that must say yes.
-    fn required_probes(self, needs_exit: bool) -> &'static [&'static str] {
+    pub fn required_features(self, needs_exit: bool) -> &'static [Feature] {
         match (self, needs_exit) {
             // The exit side on the global backend is probed by
             // [`EngineKind::exit_side`].
-            (EngineKind::Global, _) => &["global_trampoline"],
-            (EngineKind::TracingMulti, _) => &["tracing_multi"],
-            (EngineKind::KprobeMulti, false) => &["kprobe.multi"],
-            (EngineKind::KprobeMulti, true) => &["kprobe.multi", "kprobe.session"],
-            (EngineKind::FentryEach, false) => &["fentry"],
-            (EngineKind::FentryEach, true) => &["fentry", "fexit"],
+            (EngineKind::Global, _) => &[Feature::GlobalTrampoline],
+            (EngineKind::TracingMulti, _) => &[Feature::TracingMulti],
+            (EngineKind::KprobeMulti, false) => &[Feature::KprobeMulti],
+            (EngineKind::KprobeMulti, true) => &[Feature::KprobeMulti, Feature::KprobeSession],
+            (EngineKind::FentryEach, false) => &[Feature::Fentry],
+            (EngineKind::FentryEach, true) => &[Feature::Fentry, Feature::Fexit],
         }
     }
 
@@ -85,18 +85,20 @@ impl EngineKind {
             EngineKind::Global => {
                 // fsession.multi on the global backend came with a later
                 // patch of the series than fexit.multi: take it when there.
-                let session = features::probe_one("fsession.multi.global", btf);
-                if session.as_ref().is_some_and(|p| p.status == Status::Yes) {
+                let session = features::probe(Feature::FsessionMultiGlobal, btf);
+                if session.status == Status::Yes {
                     return Ok(ExitSide::Session);
                 }
-                match global::exit_unavailable(btf) {
-                    None => Ok(ExitSide::Pair),
-                    Some(why) => Err(match session {
-                        Some(p) => {
-                            format!("fsession.multi.global: {} ({}); {why}", p.status, p.detail)
-                        }
-                        None => why,
-                    }),
+                let fexit = features::fexit_multi_global(btf);
+                match fexit.status {
+                    Status::Yes => Ok(ExitSide::Pair),
+                    _ => Err(format!(
+                        "{}: {} ({}); {}",
+                        Feature::FsessionMultiGlobal,
+                        session.status,
+                        session.detail,
+                        fexit.detail
+                    )),
                 }
             }
             // fsession.multi came with 7.3; tracing_multi alone (7.2) lacks it.
@@ -174,11 +176,10 @@ impl FromStr for EngineKind {
 /// the probes it needs.
 pub fn check(kind: EngineKind, needs_exit: bool, btf: &KernelBtf) -> Result<ExitSide, String> {
     let mut why = Vec::new();
-    for name in kind.required_probes(needs_exit) {
-        match features::probe_one(name, btf) {
-            Some(p) if p.status == Status::Yes => {}
-            Some(p) => why.push(format!("{name}: {} ({})", p.status, p.detail)),
-            None => why.push(format!("{name}: no probe")),
+    for &f in kind.required_features(needs_exit) {
+        let p = features::probe(f, btf);
+        if p.status != Status::Yes {
+            why.push(format!("{f}: {} ({})", p.status, p.detail));
         }
     }
     if !why.is_empty() {

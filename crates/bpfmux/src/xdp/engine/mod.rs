@@ -3,39 +3,21 @@
 //! Whatever the engine, the set is described by the same record, so `list`
 //! shows the same picture.
 
-use std::fmt;
+pub mod direct;
+pub mod dispatcher;
+pub mod kernel_chain;
+
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
 
-use super::direct::Direct;
-use super::dispatcher::Dispatcher;
-use super::kernel_chain::KernelChain;
 use super::program::Resolved;
 use super::state::{ProgRecord, SetRecord};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EngineKind {
-    /// One program, attached as it is: nothing in between.
-    Direct,
-    /// bpfmux's freplace dispatcher (any kernel with BPF trampolines).
-    Dispatcher,
-    /// The series' kernel chain calls (BPF_PROG_CHAIN_*).
-    KernelChain,
-}
-
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            EngineKind::Direct => "direct",
-            EngineKind::Dispatcher => "dispatcher",
-            EngineKind::KernelChain => "kernel-chain",
-        })
-    }
-}
+use super::EngineKind;
+use direct::Direct;
+use dispatcher::Dispatcher;
+use kernel_chain::KernelChain;
 
 /// The user's choice on the command line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

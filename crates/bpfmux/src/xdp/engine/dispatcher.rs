@@ -11,11 +11,12 @@ use anyhow::{anyhow, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
 
-use super::action::ActionSet;
-use super::bpf_ops;
-use super::engine::{Built, Engine, EngineKind, Previous};
-use super::program::{self, LoadAs, Resolved};
-use super::state::{ProgRecord, SetRecord};
+use super::{Built, Engine, Previous};
+use crate::xdp::action::ActionSet;
+use crate::xdp::bpf_ops;
+use crate::xdp::program::{self, LoadAs, Resolved};
+use crate::xdp::state::{ProgRecord, SetRecord};
+use crate::xdp::EngineKind;
 
 /// Slots in dispatcher.bpf.c (BPFMUX_XDP_SLOTS).
 pub const SLOTS: usize = 16;

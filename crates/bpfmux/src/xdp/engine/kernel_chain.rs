@@ -12,87 +12,22 @@
 //! away with its pins.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use libbpf_rs::libbpf_sys;
 
-use super::action::{action_name, ActionSet, ACTION_NAMES};
-use super::bpf_ops;
-use super::engine::{Built, Engine, EngineKind, Previous};
-use super::program::{self, LoadAs, Resolved};
-use super::state::{ProgRecord, SetRecord};
-use crate::features::{KernelBtf, Probe, Status};
+use super::{Built, Engine, Previous};
+use crate::features::{self, Feature};
+use crate::sys::chain::{chain_add, chain_get, ChainEntry, BPF_F_CHAIN_WILDCARD, MAX_DEPTH};
+use crate::xdp::action::{action_name, ActionSet};
+use crate::xdp::bpf_ops;
+use crate::xdp::program::{self, LoadAs, Resolved};
+use crate::xdp::state::{ProgRecord, SetRecord};
+use crate::xdp::EngineKind;
 
-/// Series UAPI (kernel/README.md): bpf commands after upstream 7.3's last
-/// (BPF_PROG_ASSOC_STRUCT_OPS = 38).
-pub const BPF_PROG_CHAIN_ADD: libc::c_long = 39;
-pub const BPF_PROG_CHAIN_DEL: libc::c_long = 40;
-pub const BPF_PROG_CHAIN_GET: libc::c_long = 41;
-/// `flags`: the entry matches every return code without an exact entry.
-pub const BPF_F_CHAIN_WILDCARD: u32 = 1;
-/// The kernel refuses longer chains (BPF_PROG_CHAIN_MAX_DEPTH) with E2BIG.
-pub const MAX_PROGS: usize = 16;
-
-/// `union bpf_attr`'s `prog_chain` member.
-#[repr(C)]
-#[derive(Default)]
-struct ChainAttr {
-    prog_fd: u32,
-    retval: u32,
-    next_prog_fd: u32,
-    flags: u32,
-    entries: u64,
-    count: u32,
-    _pad: u32,
-}
-
-/// `struct bpf_prog_chain_entry`, as BPF_PROG_CHAIN_GET reports it.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ChainEntry {
-    /// The return value (0 for the wildcard entry).
-    pub retval: u32,
-    /// BPF_F_CHAIN_WILDCARD for the wildcard entry.
-    pub flags: u32,
-    pub next_prog_id: u32,
-}
-
-fn chain_cmd(cmd: libc::c_long, attr: &mut ChainAttr) -> io::Result<()> {
-    // SAFETY: attr is a valid, writable `prog_chain` member of union bpf_attr
-    // and the size passed is its size.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            attr as *mut ChainAttr,
-            std::mem::size_of::<ChainAttr>(),
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// `prog` returning `retval` (any action without an exact entry, with
-/// BPF_F_CHAIN_WILDCARD) continues with `next`.
-pub fn chain_add(
-    prog: BorrowedFd<'_>,
-    retval: u32,
-    next: BorrowedFd<'_>,
-    flags: u32,
-) -> io::Result<()> {
-    let mut attr = ChainAttr {
-        prog_fd: prog.as_raw_fd() as u32,
-        retval,
-        next_prog_fd: next.as_raw_fd() as u32,
-        flags,
-        ..Default::default()
-    };
-    chain_cmd(BPF_PROG_CHAIN_ADD, &mut attr)
-}
+/// The kernel follows chains of at most this many programs.
+pub const MAX_PROGS: usize = MAX_DEPTH;
 
 /// What the kernel's refusals of an entry mean for the user, where the
 /// errno alone does not say it.
@@ -108,69 +43,6 @@ fn explain_add_error(err: io::Error) -> anyhow::Error {
         _ => return err.into(),
     };
     anyhow::Error::new(err).context(why)
-}
-
-/// The entries of `prog`'s chain: exact ones by return value, then the
-/// wildcard.
-pub fn chain_get(prog: BorrowedFd<'_>) -> io::Result<Vec<ChainEntry>> {
-    let mut entries = vec![ChainEntry::default(); ACTION_NAMES.len() + 1];
-    loop {
-        let mut attr = ChainAttr {
-            prog_fd: prog.as_raw_fd() as u32,
-            entries: entries.as_mut_ptr() as u64,
-            count: entries.len() as u32,
-            ..Default::default()
-        };
-        match chain_cmd(BPF_PROG_CHAIN_GET, &mut attr) {
-            Ok(()) => {
-                entries.truncate(attr.count as usize);
-                return Ok(entries);
-            }
-            // More entries than we guessed: the kernel said how many.
-            Err(e)
-                if e.raw_os_error() == Some(libc::ENOSPC)
-                    && attr.count as usize > entries.len() =>
-            {
-                entries.resize(attr.count as usize, ChainEntry::default());
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Does this kernel have chain calls? Both must hold: the running kernel's
-/// BTF names BPF_PROG_CHAIN_GET with the value bpfmux uses, and the kernel
-/// lists the (empty) chain of a real XDP program (stock kernels answer
-/// EINVAL, "unknown command").
-pub fn detect(btf: &KernelBtf) -> Probe {
-    if !btf.available() {
-        return Probe::error("vmlinux BTF unavailable; cannot look for the chain-call UAPI");
-    }
-    match btf.enum_value("bpf_cmd", "BPF_PROG_CHAIN_GET") {
-        None => return Probe::no("BPF_PROG_CHAIN_GET not in kernel enum bpf_cmd"),
-        Some(v) if v != BPF_PROG_CHAIN_GET => {
-            return Probe::error(format!(
-            "kernel has BPF_PROG_CHAIN_GET = {v}, bpfmux uses {BPF_PROG_CHAIN_GET}: UAPI mismatch"
-        ))
-        }
-        Some(_) => {}
-    }
-    let prog = match crate::sys::bpf::load_trivial_prog(
-        libbpf_sys::BPF_PROG_TYPE_XDP,
-        libbpf_sys::BPF_XDP,
-        0,
-    ) {
-        Ok(fd) => fd,
-        Err(e) => return Probe::from_io("load an XDP program to query", &e),
-    };
-    match chain_get(prog.as_fd()) {
-        Ok(e) if e.is_empty() => Probe::yes("BPF_PROG_CHAIN_GET lists an XDP program's chain"),
-        Ok(e) => Probe::error(format!(
-            "BPF_PROG_CHAIN_GET reports {} entries for a fresh program",
-            e.len()
-        )),
-        Err(e) => Probe::from_io("BPF_PROG_CHAIN_GET on an XDP program", &e),
-    }
 }
 
 /// The entries program i must own to continue on `chain_on` with the next
@@ -218,9 +90,9 @@ impl Engine for KernelChain {
                 "{n} programs, the kernel follows chains of at most {MAX_PROGS}"
             ));
         }
-        let probe = detect(&KernelBtf::load());
+        let probe = features::probe(Feature::XdpChainCalls, &features::KernelBtf::load());
         match probe.status {
-            Status::Yes => None,
+            features::Status::Yes => None,
             _ => Some(format!("{NOT_AVAILABLE} ({})", probe.detail)),
         }
     }
@@ -340,15 +212,6 @@ mod tests {
             explain_add_error(io::Error::from_raw_os_error(libc::ELOOP))
         );
         assert_eq!(other, io::Error::from_raw_os_error(libc::ELOOP).to_string());
-    }
-
-    #[test]
-    fn attr_matches_union_member_layout() {
-        // prog_fd, retval, next_prog_fd, flags, entries (aligned u64), count
-        assert_eq!(std::mem::size_of::<ChainAttr>(), 32);
-        assert_eq!(std::mem::offset_of!(ChainAttr, entries), 16);
-        assert_eq!(std::mem::offset_of!(ChainAttr, count), 24);
-        assert_eq!(std::mem::size_of::<ChainEntry>(), 12);
     }
 
     #[test]

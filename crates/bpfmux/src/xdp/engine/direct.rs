@@ -7,10 +7,11 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::bpf_ops;
-use super::engine::{Built, Engine, EngineKind, Previous};
-use super::program::{self, LoadAs, Resolved};
-use super::state::{ProgRecord, SetRecord};
+use super::{Built, Engine, Previous};
+use crate::xdp::bpf_ops;
+use crate::xdp::program::{self, LoadAs, Resolved};
+use crate::xdp::state::{ProgRecord, SetRecord};
+use crate::xdp::EngineKind;
 
 pub struct Direct;
 
