@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Host-side checks for the Rust workspace: formatting, lints, tests; and the build of the
+# Host-side checks for the Rust workspace: formatting, lints, tests, docs; and the build of the
 # instruction-counting QEMU plugin (tests/insn-plugin.sh).
 # Needs: Rust toolchain (rustfmt, clippy), clang, libelf-dev, zlib1g-dev,
 # pkg-config; binutils (readelf, objdump, addr2line) and libc6-dbg for the
@@ -16,5 +16,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== instruction counter plugin (tests/insn-plugin.sh)"
 tests/insn-plugin.sh
