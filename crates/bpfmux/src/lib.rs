@@ -4,10 +4,36 @@
 //! - [`normalize`]: process addresses → mappings + file offsets + build IDs,
 //!   via `PROCMAP_QUERY` with a text `/proc/<pid>/maps` fallback.
 //! - [`symbolize`]: normalized user addresses and kernel addresses → symbols.
-//! - [`bpf`]: BPF C programs (compiled by build.rs) and their skeletons.
 //! - [`trace`]: one program on many kernel functions (`bpfmux trace`).
-//! - [`sys`]: thin wrappers over raw syscalls libbpf does not cover yet.
 //! - [`xdp`]: several XDP programs on one interface, chained by return code.
+//!
+//! # A trace, from patterns to summary
+//!
+//! ```text
+//!  TraceOptions ─ trace::plan() ──▶ Plan ───── Plan::attach(Control) ──▶ Tracer
+//!  (patterns, engine,    selection + engine,     links made; counting     │
+//!   filters, latency)    nothing loaded          starts once all are in   │
+//!                                                                          ▼
+//!  RunOptions ─────────────────────────────────────────▶ Session::new(tracer, run)
+//!  (interval, duration)                                                    │
+//!        ┌──── Report::event / Report::interval ◀── Session::run(stop, report)
+//!        │                                                                 │
+//!        │                                            Session::detach(progress)
+//!        │                                            (counting stops first)
+//!        │                                                                 │
+//!        └──── Report::summary(&Summary) ◀──────── Session::summary(&window)
+//!                                                   (totals, stacks symbolized)
+//! ```
+//!
+//! An error or a cancel at any step leaves nothing attached: [`trace::Plan::attach`]
+//! detaches what it made before it returns the error, and dropping a
+//! [`trace::Tracer`] or [`trace::Session`] closes every link.
+//!
+//! The examples (`cargo run --example NAME`) show one capability each:
+//! `features` (what this kernel offers), `symbolize_self` (normalize and
+//! symbolize this process's own stack), `trace_counts` (count the calls of a
+//! glob; root on a kernel with fentry or kprobes) and `xdp_chain` (two XDP
+//! programs on one interface; root).
 
 pub mod bpf;
 pub mod features;

@@ -11,12 +11,8 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use bpfmux::trace::engine::{Control, EngineKind, Interrupted};
-use bpfmux::trace::output;
-use bpfmux::trace::pattern::Pattern;
-use bpfmux::trace::program::Filters;
-use bpfmux::trace::select::{self as selection, SelectOptions};
-use bpfmux::trace::{self, JsonLines, LiveTable, PlainText, Report, RunOptions, Session};
+use bpfmux::trace::{self, output, Control, EngineKind, Filters, Interrupted, Pattern};
+use bpfmux::trace::{JsonLines, LiveTable, PlainText, Report, RunOptions, SelectOptions, Session};
 
 use crate::parse::{parse_interval, parse_seconds};
 use crate::progress::AttachProgress;
@@ -232,7 +228,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let needs_exit = args.latency || args.args;
-    let sel = selection::select(patterns, excludes, SelectOptions { needs_exit })?;
+    let sel = trace::select(patterns, excludes, SelectOptions { needs_exit })?;
     let select_time = t0.elapsed();
     let mut out = crate::out::stdout();
     for f in &sel.funcs {

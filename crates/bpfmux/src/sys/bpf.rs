@@ -16,8 +16,6 @@ pub const BPF_MODIFY_RETURN_MULTI: u32 = 62;
 /// This series: `link_create.flags` bit selecting the global-trampoline
 /// backend for a tracing_multi link (stock kernels reject it with EINVAL).
 pub const BPF_F_TRACING_MULTI_GLOBAL: u32 = 1 << 0;
-/// `BPF_LINK_TYPE_TRACING_MULTI` in Linux 7.2+ UAPI.
-pub const BPF_LINK_TYPE_TRACING_MULTI: u32 = 15;
 const BPF_LINK_CREATE: libc::c_long = 28;
 
 /// Loads `r0 = 0; exit` as `prog_type` with the given expected attach type

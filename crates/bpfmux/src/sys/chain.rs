@@ -8,7 +8,6 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 /// Series UAPI (kernel/README.md): bpf commands after upstream 7.3's last
 /// (BPF_PROG_ASSOC_STRUCT_OPS = 38).
 pub const BPF_PROG_CHAIN_ADD: libc::c_long = 39;
-pub const BPF_PROG_CHAIN_DEL: libc::c_long = 40;
 pub const BPF_PROG_CHAIN_GET: libc::c_long = 41;
 /// `flags`: the entry matches every return code without an exact entry.
 pub const BPF_F_CHAIN_WILDCARD: u32 = 1;

@@ -104,10 +104,6 @@ impl<'a> Index<'a> {
         self.next.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.next.is_empty()
-    }
-
     /// The candidate named `name` in `module` (`None`: vmlinux).
     fn find(&self, name: &str, module: Option<&str>) -> Option<usize> {
         let mut i = *self.first.get(name)?;

@@ -1,30 +1,34 @@
 //! `bpfmux trace`: one program on many kernel functions.
 //!
 //! The data path, top-down:
-//! 1. [`pattern`]: what the user typed → patterns.
-//! 2. [`select`]: patterns → the function set (BTF ∩ ftrace, minus denied
-//!    and ambiguous functions, each drop with its reason), via [`btf`] and
-//!    [`listings`].
-//! 3. [`engine`]: the mechanism, chosen by probing the kernel (or forced).
-//! 4. [`program`]: the BPF object, its maps sized for the set, program copies.
-//! 5. `Engine::attach`: links (all or nothing per link; refused functions
-//!    isolated by bisection and dropped with a warning; cancellable, and
-//!    nothing stays attached after an error or a cancel).
-//! 6. [`events`]: counters, histograms, per-call events, stacks.
-//! 7. [`session`]: the run — counters every interval, events as they come,
-//!    detach — told to a [`Report`]; then the [`summary`], with the busiest
-//!    stacks symbolized.
-//! 8. [`report`] and [`output`]: live table, plain lines, JSON lines.
+//! 1. [`Pattern`]: what the user typed → patterns (exact names, globs,
+//!    `module:glob`).
+//! 2. [`select()`]: patterns → the function set (kernel BTF ∩ ftrace's
+//!    attachable functions, minus denied and ambiguous ones, each drop with
+//!    its [`DropReason`]).
+//! 3. [`plan`]: the selection and an [`EngineKind`], chosen by probing the
+//!    kernel ([`crate::features`]) or forced.
+//! 4. [`Plan::attach`]: the BPF object with maps sized for the set, then
+//!    the links (all or nothing per link; refused functions isolated by
+//!    bisection and skipped with a warning; cancellable through
+//!    [`Control`], and nothing stays attached after an error or a cancel).
+//! 5. [`Session::run`]: counters every interval, per-call events as they
+//!    come, told to a [`Report`]: [`LiveTable`], [`PlainText`] or
+//!    [`JsonLines`].
+//! 6. [`Session::detach`], then [`Session::summary`]: a serializable
+//!    [`Summary`] with the busiest stacks symbolized.
+//!
+//! [`output`] has the text forms the reports and `bpfmux trace` print.
 
-pub mod btf;
-pub mod engine;
-pub mod events;
-pub mod listings;
+mod btf;
+mod engine;
+mod events;
+mod listings;
 pub mod output;
-pub mod pattern;
-pub mod program;
+mod pattern;
+mod program;
 pub mod report;
-pub mod select;
+mod select;
 pub mod session;
 pub mod summary;
 
@@ -34,13 +38,17 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use libbpf_rs::libbpf_sys;
 
-use engine::{Breakdown, Control, Engine, EngineKind, ExitSide, Targets};
-use events::{Reader, Snapshot};
-use pattern::Pattern;
-use program::{Filters, ObjectConfig, TraceObject};
-use select::{DropReason, Dropped, SelectOptions, Selection};
+use engine::{Engine, Targets};
+use events::Reader;
+use program::{ObjectConfig, TraceObject};
 
+pub use btf::{Param, Proto, ValueKind};
+pub use engine::{Breakdown, ChooseError, Control, EngineKind, ExitSide, Interrupted};
+pub use events::{Event, EventKind, FuncStats, Hist, Snapshot};
+pub use pattern::{Pattern, PatternError, Scope};
+pub use program::Filters;
 pub use report::{Interval, JsonLines, LiveTable, PlainText, Report};
+pub use select::{select, DropReason, Dropped, Func, SelectError, SelectOptions, Selection};
 pub use session::{RunOptions, Session, Window};
 pub use summary::Summary;
 

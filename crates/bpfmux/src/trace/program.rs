@@ -21,7 +21,9 @@ use libbpf_rs::{AsRawLibbpf, MapCore, Object, ObjectBuilder};
 
 use crate::bpf::trace as skel;
 
-/// Entry points of trace.bpf.c.
+/// Entry points of trace.bpf.c, named after their program sections
+/// (`MultiEntry` is the entry side of a multi link, as `MultiExit` its exit).
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Entry {
     MultiEntry,

@@ -2,7 +2,7 @@
 //! libbpf's low-level API: owned descriptors in, owned descriptors out, errno
 //! kept in the returned `io::Error` so callers can explain refusals.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
@@ -40,8 +40,6 @@ fn c_path(path: &Path) -> io::Result<CString> {
 #[derive(Clone, Debug)]
 pub struct ProgInfo {
     pub id: u32,
-    pub name: String,
-    pub prog_type: u32,
     pub btf_id: u32,
 }
 
@@ -50,14 +48,8 @@ pub fn prog_info(fd: BorrowedFd<'_>) -> io::Result<ProgInfo> {
     let mut len = std::mem::size_of_val(&info) as u32;
     // SAFETY: info is a writable bpf_prog_info of `len` bytes.
     check(unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) })?;
-    // SAFETY: the kernel NUL-terminates the name within the array.
-    let name = unsafe { CStr::from_ptr(info.name.as_ptr()) }
-        .to_string_lossy()
-        .into_owned();
     Ok(ProgInfo {
         id: info.id,
-        name,
-        prog_type: info.type_,
         btf_id: info.btf_id,
     })
 }
@@ -66,7 +58,6 @@ pub fn prog_info(fd: BorrowedFd<'_>) -> io::Result<ProgInfo> {
 #[derive(Clone, Debug)]
 pub struct LinkInfo {
     pub id: u32,
-    pub link_type: u32,
     pub prog_id: u32,
     /// XDP links: the interface, 0 once the interface is gone.
     pub xdp_ifindex: u32,
@@ -92,7 +83,6 @@ pub fn link_info(fd: BorrowedFd<'_>) -> io::Result<LinkInfo> {
     };
     Ok(LinkInfo {
         id: info.id,
-        link_type: info.type_,
         prog_id: info.prog_id,
         xdp_ifindex,
         target_obj_id,
@@ -241,22 +231,4 @@ pub fn prog_btf_func_id(prog: BorrowedFd<'_>, name: &str) -> io::Result<u32> {
         ));
     }
     Ok(id as u32)
-}
-
-/// Runs a program once per repeat on `data` (BPF_PROG_TEST_RUN); returns
-/// (the program's return value, mean ns per run as the kernel measured).
-pub fn test_run(prog: BorrowedFd<'_>, data: &[u8], repeat: u32) -> io::Result<(u32, u32)> {
-    let mut out = vec![0u8; data.len() + 256];
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: data.as_ptr().cast(),
-        data_size_in: data.len() as u32,
-        data_out: out.as_mut_ptr().cast(),
-        data_size_out: out.len() as u32,
-        repeat: repeat as _,
-        ..Default::default()
-    };
-    // SAFETY: buffers outlive the call; sized opts.
-    check(unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) })?;
-    Ok((opts.retval, opts.duration))
 }

@@ -1,19 +1,20 @@
 //! Several XDP programs on one interface, run in order and chained by
 //! return code: `bpfmux xdp attach/list/detach`.
 //!
-//! A set of programs (each with a "chain on" set of return codes) becomes one
-//! head program for the interface's XDP bpf_link, built by an engine
-//! ([`engine`]): the program itself when there is one, bpfmux's freplace
-//! dispatcher ([`engine::dispatcher`]), or the series' kernel chain calls
-//! ([`engine::kernel_chain`]). Replacing a set builds the new one completely and
-//! swaps it in with one link update, so every packet runs either the old
-//! set or the new one. State lives in bpffs ([`state`]).
+//! A set of programs ([`ProgSpec`]: an object file, a program in it, and a
+//! "chain on" [`ActionSet`] of return codes) becomes one head program for
+//! the interface's XDP bpf_link, built by an engine ([`EngineKind`]): the
+//! program itself when there is one, bpfmux's freplace dispatcher, or the
+//! series' kernel chain calls. Replacing a set ([`attach`]) builds the new
+//! one completely and swaps it in with one link update, so every packet
+//! runs either the old set or the new one. State lives in bpffs, so
+//! [`list`] and [`detach`] work from any later process.
 
 pub mod action;
-pub mod bpf_ops;
-pub mod engine;
-pub mod program;
-pub mod state;
+mod bpf_ops;
+mod engine;
+mod program;
+mod state;
 
 use std::ffi::{CStr, CString};
 use std::os::fd::AsFd;

@@ -5,7 +5,7 @@ use std::ffi::CString;
 use std::os::unix::fs::MetadataExt;
 
 use anyhow::{bail, Context as _};
-use bpfmux::trace::pattern::Pattern;
+use bpfmux::trace::Pattern;
 
 use crate::input::{read_text, MAX_TEXT_FILE};
 
