@@ -16,6 +16,9 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== examples that run on the host"
+cargo run --quiet -p bpfmux --example symbolize_self
+cargo run --quiet -p bpfmux --example features >/dev/null
 echo "== cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== instruction counter plugin (tests/insn-plugin.sh)"

@@ -123,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("-c traces its own process; it cannot be combined with --pid");
     }
     let engine = args.engine.as_deref().map(str::parse::<EngineKind>);
-    let engine = engine.transpose().map_err(anyhow::Error::msg)?;
+    let engine = engine.transpose()?;
     let cgroup_id = args.cgroup.as_deref().map(inputs::cgroup_id).transpose()?;
     if let Some(pid) = args.pid {
         inputs::check_pid(pid)?;

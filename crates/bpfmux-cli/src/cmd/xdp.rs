@@ -105,7 +105,7 @@ pub fn run(args: Args) -> Result<()> {
 fn chain_sets(given: &[String], n: usize) -> Result<Vec<ActionSet>> {
     let parsed = given
         .iter()
-        .map(|s| s.parse::<ActionSet>().map_err(anyhow::Error::msg))
+        .map(|s| s.parse::<ActionSet>().map_err(anyhow::Error::from))
         .collect::<Result<Vec<_>>>()?;
     Ok(match parsed.len() {
         0 => vec![ActionSet::DEFAULT; n],

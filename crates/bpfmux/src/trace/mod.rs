@@ -43,7 +43,9 @@ use events::Reader;
 use program::{ObjectConfig, TraceObject};
 
 pub use btf::{Param, Proto, ValueKind};
-pub use engine::{Breakdown, ChooseError, Control, EngineKind, ExitSide, Interrupted};
+pub use engine::{
+    Breakdown, ChooseError, Control, EngineKind, ExitSide, Interrupted, UnknownEngine,
+};
 pub use events::{Event, EventKind, FuncStats, Hist, Snapshot};
 pub use pattern::{Pattern, PatternError, Scope};
 pub use program::Filters;

@@ -56,8 +56,13 @@ impl fmt::Display for ActionSet {
     }
 }
 
+/// A `--chain-on` value that names no set of XDP actions.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ActionSetError(String);
+
 impl FromStr for ActionSet {
-    type Err = String;
+    type Err = ActionSetError;
 
     /// `pass,tx`, `drop`, `none`, `any` (or `*`), numbers 0–31 for codes
     /// without a name.
@@ -71,9 +76,9 @@ impl FromStr for ActionSet {
         let mut bits = 0u32;
         for word in s.split(',').map(str::trim) {
             if matches!(word, "any" | "*" | "all" | "none") {
-                return Err(format!(
+                return Err(ActionSetError(format!(
                     "'{word}' stands alone: give it as the whole --chain-on value, not in a list"
-                ));
+                )));
             }
             let lower = word.to_ascii_lowercase();
             let lower = lower.strip_prefix("xdp_").unwrap_or(&lower);
@@ -82,11 +87,11 @@ impl FromStr for ActionSet {
                 None => match lower.parse::<u32>() {
                     Ok(n) if n < 32 => n,
                     _ => {
-                        return Err(format!(
+                        return Err(ActionSetError(format!(
                             "unknown XDP action '{word}' (expected a list of {} or numbers 0-31, \
                              or 'none' or 'any' alone)",
                             ACTION_NAMES.join(", ")
-                        ))
+                        )))
                     }
                 },
             };
@@ -113,7 +118,7 @@ mod tests {
         assert!("pas".parse::<ActionSet>().is_err());
         assert!("32".parse::<ActionSet>().is_err());
         let e = "any,none".parse::<ActionSet>().unwrap_err();
-        assert!(e.contains("'any' stands alone"), "{e}");
+        assert!(e.to_string().contains("'any' stands alone"), "{e}");
         assert!("pass,none".parse::<ActionSet>().is_err());
         assert!("pass,".parse::<ActionSet>().is_err());
     }

@@ -24,10 +24,11 @@ use libbpf_rs::libbpf_sys;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-pub use action::ActionSet;
+pub use action::{ActionSet, ActionSetError};
 pub use engine::EngineChoice;
-pub use program::ProgSpec;
-use state::{GenerationWriter, SetRecord, Store};
+pub use program::{Origin, ProgSpec};
+use state::{GenerationWriter, Store};
+pub use state::{ProgRecord, SetRecord};
 
 /// How a set runs: the engine that built it (kept in its record).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

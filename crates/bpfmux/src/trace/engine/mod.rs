@@ -158,17 +158,19 @@ impl fmt::Display for EngineKind {
     }
 }
 
+/// A name that is no [`EngineKind`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown engine {0:?} (one of: global, tracing-multi, kprobe-multi, fentry-each)")]
+pub struct UnknownEngine(pub String);
+
 impl FromStr for EngineKind {
-    type Err = String;
+    type Err = UnknownEngine;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         EngineKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = EngineKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown engine {s:?} (one of: {})", names.join(", "))
-            })
+            .ok_or_else(|| UnknownEngine(s.to_string()))
     }
 }
 
@@ -696,5 +698,11 @@ mod tests {
             assert_eq!(k.name().parse::<EngineKind>(), Ok(k));
         }
         assert!("fentry".parse::<EngineKind>().is_err());
+        // The message names every engine, in order of preference.
+        let names: Vec<_> = EngineKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(
+            UnknownEngine("x".into()).to_string(),
+            format!("unknown engine \"x\" (one of: {})", names.join(", "))
+        );
     }
 }
