@@ -50,11 +50,14 @@ impl Write for Stdout {
 /// SIGPIPE not delivered): the output was cut short on purpose, as by
 /// `bpfmux ... | head`.
 pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
+    let closed = |io: &io::Error| {
+        io.kind() == io::ErrorKind::BrokenPipe
+            && io.get_ref().is_some_and(|i| i.is::<OutputError>())
+    };
     e.chain().any(|c| {
-        c.downcast_ref::<io::Error>().is_some_and(|io| {
-            io.kind() == io::ErrorKind::BrokenPipe
-                && io.get_ref().is_some_and(|i| i.is::<OutputError>())
-        })
+        c.downcast_ref::<io::Error>().is_some_and(closed)
+            // A trace report's write error, as the library hands it back.
+            || matches!(c.downcast_ref(), Some(bpfmux::trace::Error::Report(io)) if closed(io))
     })
 }
 
@@ -79,6 +82,10 @@ mod tests {
         assert!(is_closed_pipe(
             &anyhow::Error::from(pipe).context("listing")
         ));
+        let report = named(io::Error::from_raw_os_error(libc::EPIPE));
+        assert!(is_closed_pipe(&anyhow::Error::from(
+            bpfmux::trace::Error::Report(report)
+        )));
         // EPIPE from anything else (a -c child's pipe) is a real error.
         let other = io::Error::from_raw_os_error(libc::EPIPE);
         assert!(!is_closed_pipe(&anyhow::Error::from(other)));

@@ -11,7 +11,7 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use bpfmux::trace::{self, output, Control, EngineKind, Filters, Interrupted, Pattern};
+use bpfmux::trace::{self, output, Control, EngineKind, Filters, Pattern};
 use bpfmux::trace::{JsonLines, LiveTable, PlainText, Report, RunOptions, SelectOptions, Session};
 
 use crate::parse::{parse_interval, parse_seconds};
@@ -179,7 +179,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     bar.finish();
     let tracer = match attached {
         Ok(t) => t,
-        Err(e) if e.chain().any(|c| c.is::<Interrupted>()) => {
+        Err(trace::Error::Interrupted(_)) => {
             // Everything attached is closed by now (Plan::attach's promise).
             drop(child);
             let sig = signals::signal();
@@ -189,7 +189,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
             std::process::exit(128 + sig);
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     say(output::attach_lines(&tracer, args.verbose));
     if let Some(c) = child.as_mut() {

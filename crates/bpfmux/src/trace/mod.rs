@@ -54,6 +54,40 @@ pub use select::{select, DropReason, Dropped, Func, SelectError, SelectOptions, 
 pub use session::{RunOptions, Session, Window};
 pub use summary::Summary;
 
+/// Why a trace could not be planned, attached or run: what a caller can
+/// act on is its own variant; the rest is what the kernel said, with the
+/// step it was said at.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No engine works here, or not the one asked for.
+    #[error(transparent)]
+    Engine(#[from] ChooseError),
+    /// A name in no kernel BTF, or nothing left to trace.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// [`Control::cancel`] was set before the attach was done; nothing stays
+    /// attached.
+    #[error(transparent)]
+    Interrupted(#[from] Interrupted),
+    /// The [`Report`] could not be written (its writer's error, as it was).
+    #[error(transparent)]
+    Report(std::io::Error),
+    /// A load, link or map access failed (the kernel refused every
+    /// function, a map could not be read, ...), with its context.
+    #[error(transparent)]
+    Kernel(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Error {
+    fn from(e: anyhow::Error) -> Self {
+        // The engines stop with Interrupted inside their context.
+        if e.chain().any(|c| c.is::<Interrupted>()) {
+            return Error::Interrupted(Interrupted);
+        }
+        Error::Kernel(e)
+    }
+}
+
 /// Bit in the attach cookie: this function emits per-call events (trace.h).
 const COOKIE_CAPTURE: u64 = 1 << 32;
 
@@ -91,7 +125,9 @@ pub struct Plan {
     pub select_time: Duration,
 }
 
-pub fn plan(opts: TraceOptions) -> anyhow::Result<Plan> {
+/// Steps 1–3: selects the functions and chooses the engine (probing the
+/// kernel unless `opts.engine` forces one). Nothing is loaded yet.
+pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
     let needs_exit = opts.needs_exit();
     let choice = engine::choose(opts.engine, needs_exit)?;
     let t0 = Instant::now();
@@ -135,7 +171,7 @@ pub struct Tracer {
 impl Plan {
     /// Loads and attaches. On error, or when `ctl.cancel` is set before it
     /// is done ([`engine::Interrupted`]), nothing stays attached.
-    pub fn attach(self, ctl: Control<'_>) -> anyhow::Result<Tracer> {
+    pub fn attach(self, ctl: Control<'_>) -> Result<Tracer, Error> {
         let Plan {
             opts,
             mut selection,
@@ -186,7 +222,7 @@ impl Plan {
         // abandons the attach (a link over many functions takes seconds).
         if ctl.cancelled() {
             backend.detach(ctl.detached);
-            return Err(engine::Interrupted.into());
+            return Err(Error::Interrupted(Interrupted));
         }
         // Counting starts now that every link is in place.
         obj.arm()?;
@@ -243,8 +279,8 @@ impl Tracer {
         self.links
     }
 
-    pub fn snapshot(&self) -> anyhow::Result<Snapshot> {
-        self.reader.snapshot(&self.obj)
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        Ok(self.reader.snapshot(&self.obj)?)
     }
 
     pub fn object(&self) -> &TraceObject {
@@ -253,10 +289,10 @@ impl Tracer {
 
     /// A ring buffer over the per-call events, calling `f` for each; `None`
     /// when no function captures events. Poll it to receive them.
-    pub fn event_ring<'a>(
+    pub(crate) fn event_ring<'a>(
         &'a self,
         mut f: impl FnMut(events::Event) + 'a,
-    ) -> anyhow::Result<Option<libbpf_rs::RingBuffer<'a>>> {
+    ) -> Result<Option<libbpf_rs::RingBuffer<'a>>, Error> {
         let capture = self.opts.capture && self.selection.funcs.iter().any(|f| f.exact);
         if !capture {
             return Ok(None);

@@ -20,7 +20,7 @@ use super::report::{Interval, Report};
 use super::summary::{
     ms, symbolized_stacks, AttachBreakdown, FunctionTotals, Lost, Skipped, Summary,
 };
-use super::Tracer;
+use super::{Error, Tracer};
 
 /// How long a run lasts and how often it reports.
 #[derive(Clone, Copy, Debug)]
@@ -79,7 +79,7 @@ impl Session {
         &mut self,
         stop: &mut dyn FnMut() -> bool,
         report: &mut dyn Report,
-    ) -> anyhow::Result<Window> {
+    ) -> Result<Window, Error> {
         let t = &self.tracer;
         let funcs = &t.selection.funcs;
         let start = Instant::now();
@@ -118,27 +118,29 @@ impl Session {
                 }
                 None => std::thread::sleep(wait),
             }
-            deliver(report)?;
+            deliver(report).map_err(Error::Report)?;
             if Instant::now() >= next_tick {
                 let snap = t.snapshot()?;
                 let secs = last_tick.elapsed().as_secs_f64();
                 last_tick = Instant::now();
                 next_tick += interval;
                 let rows = output::rows(funcs, &t.attached, &prev, &snap.stats, false);
-                report.interval(&Interval {
-                    elapsed: start.elapsed(),
-                    secs,
-                    rows: &rows,
-                    functions: t.nr_attached(),
-                    engine: t.engine,
-                })?;
+                report
+                    .interval(&Interval {
+                        elapsed: start.elapsed(),
+                        secs,
+                        rows: &rows,
+                        functions: t.nr_attached(),
+                        engine: t.engine,
+                    })
+                    .map_err(Error::Report)?;
                 prev = snap.stats;
             }
         }
         if let Some(r) = &ring {
             let _ = r.consume();
         }
-        deliver(report)?;
+        deliver(report).map_err(Error::Report)?;
         Ok(Window {
             elapsed: start.elapsed(),
             events,
@@ -160,7 +162,7 @@ impl Session {
 
     /// Totals since attach, the busiest stacks symbolized (when stacks were
     /// counted), times and losses. Call it after [`Session::detach`].
-    pub fn summary(&self, window: &Window) -> anyhow::Result<Summary> {
+    pub fn summary(&self, window: &Window) -> Result<Summary, Error> {
         let t = &self.tracer;
         let snap = t.snapshot()?;
         let zero = vec![FuncStats::default(); t.selection.funcs.len()];
@@ -222,5 +224,27 @@ impl Session {
             command_exit: None,
             latency: snap.hist.is_some(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Interrupted;
+
+    #[test]
+    fn errors_read_as_the_kernel_said_them() {
+        use anyhow::Context as _;
+        let inner: anyhow::Result<()> = Err(std::io::Error::from_raw_os_error(libc::EINVAL))
+            .context("link_create")
+            .context("attaching with engine global");
+        let inner = inner.unwrap_err();
+        let want = format!("{inner:#}");
+        let e = anyhow::Error::from(Error::from(inner));
+        assert_eq!(format!("{e:#}"), want);
+        // An engine's cancel, inside its context, is the Interrupted variant.
+        let cancelled =
+            anyhow::Error::from(Interrupted).context("attaching with engine kprobe-multi");
+        assert!(matches!(Error::from(cancelled), Error::Interrupted(_)));
     }
 }
