@@ -35,10 +35,10 @@
 //! glob; root on a kernel with fentry or kprobes) and `xdp_chain` (two XDP
 //! programs on one interface; root).
 
-pub mod bpf;
+mod bpf;
 pub mod features;
 pub mod normalize;
 pub mod symbolize;
-pub mod sys;
+mod sys;
 pub mod trace;
 pub mod xdp;
