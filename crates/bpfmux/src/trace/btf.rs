@@ -31,37 +31,56 @@ const KIND_ENUM64: u32 = 19;
 /// MAX_BPF_FUNC_ARGS: the most arguments a trampoline saves.
 pub const MAX_TRAMPOLINE_ARGS: usize = 12;
 
+/// Kernel BTF that could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum BtfError {
+    /// /sys/kernel/btf/vmlinux.
     #[error("loading vmlinux BTF (kernel built without CONFIG_DEBUG_INFO_BTF?): {0}")]
     Vmlinux(io::Error),
+    /// A module's split BTF.
     #[error("loading BTF of module {module} from /sys/kernel/btf/{module}")]
-    Module { module: String, source: io::Error },
+    Module {
+        /// The module.
+        module: String,
+        /// What reading it said.
+        source: io::Error,
+    },
 }
 
 /// How an argument or return value prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueKind {
+    /// No value (a `void` return).
     Void,
+    /// A signed integer of this many bits.
     Signed(u8),
+    /// An unsigned integer of this many bits.
     Unsigned(u8),
+    /// `_Bool`.
     Bool,
+    /// Any pointer, printed in hex.
     Pointer,
+    /// An enum, printed as its number.
     Enum,
     /// Passed by value; the register holds (part of) the bytes.
     Aggregate,
 }
 
+/// One parameter of a [`Proto`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Param {
+    /// Its name in BTF (empty when BTF has none).
     pub name: String,
+    /// How its value prints.
     pub kind: ValueKind,
 }
 
 /// A function prototype a trampoline can attach to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Proto {
+    /// Parameters in order (those passed in registers are captured).
     pub params: Vec<Param>,
+    /// How the return value prints.
     pub ret: ValueKind,
 }
 

@@ -14,9 +14,13 @@ use super::program::{possible_cpus, read_percpu_array, TraceObject, HIST_BUCKETS
 /// Mirrors `struct trace_func_stats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct FuncStats {
+    /// Calls counted.
     pub calls: u64,
+    /// Calls whose latency was measured (entry and exit both seen).
     pub lat_count: u64,
+    /// Their latencies added up, in nanoseconds.
     pub lat_sum_ns: u64,
+    /// The longest of them, in nanoseconds.
     pub lat_max_ns: u64,
 }
 
@@ -39,17 +43,21 @@ impl FuncStats {
     }
 }
 
+/// A log2 latency histogram: bucket `b` counts calls of `[2^b, 2^(b+1))` ns.
 pub type Hist = [u64; HIST_BUCKETS];
 
 /// Totals since attach.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
+    /// Per function, in selection order.
     pub stats: Vec<FuncStats>,
     /// Per function, when latency is measured.
     pub hist: Option<Vec<Hist>>,
     /// Ring buffer full, stack map full, nesting too deep.
     pub lost_events: u64,
+    /// Stacks the stack map had no room for.
     pub lost_stacks: u64,
+    /// Calls nested too deeply to pair entry and exit.
     pub lost_depth: u64,
 }
 
@@ -129,10 +137,13 @@ impl Reader {
     }
 }
 
+/// Which side of a call an [`Event`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EventKind {
+    /// The call, with its arguments.
     Entry,
+    /// The return, with the value and the duration.
     Exit,
 }
 
@@ -140,14 +151,23 @@ pub enum EventKind {
 /// return value and duration).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// When, in `CLOCK_MONOTONIC` nanoseconds.
     pub ts_ns: u64,
+    /// Index of the function in the selection.
     pub func: usize,
+    /// Entry or exit.
     pub kind: EventKind,
+    /// The register arguments (entry).
     pub args: [u64; 6],
+    /// The return value (exit).
     pub ret: u64,
+    /// Time since the entry (exit; 0 when unknown).
     pub duration_ns: u64,
+    /// The process.
     pub tgid: u32,
+    /// The thread.
     pub tid: u32,
+    /// The thread's name.
     pub comm: String,
 }
 

@@ -43,7 +43,9 @@ impl Seen {
     }
 }
 
-/// The underlying error is the `source` (shown once by `{:#}` chains).
+/// A kernel listing (ftrace's attachable functions, kallsyms) that could
+/// not be read. The underlying error is the `source` (shown once by `{:#}`
+/// chains).
 #[derive(Debug, thiserror::Error)]
 pub enum ListingError {
     #[error(
@@ -51,24 +53,47 @@ pub enum ListingError {
          or give exact function names, which need no listing",
         TRACEFS[0], TRACEFS[1], TRACEFS[0]
     )]
+    /// No tracefs to read the listing from.
     TracefsNotMounted,
     #[error(
         "tracefs at {dir} has no available_filter_functions (a kernel without \
          dynamic ftrace?); give exact function names, which need no listing"
     )]
-    NoFtraceList { dir: PathBuf },
+    /// tracefs without available_filter_functions.
+    NoFtraceList {
+        /// The tracefs directory.
+        dir: PathBuf,
+    },
     #[error(
         "not permitted to read {path} (tracefs is readable by root only; \
          run as root, or give exact function names, which need no listing)"
     )]
-    FtraceListDenied { path: PathBuf, source: io::Error },
+    /// Not permitted to read the listing.
+    FtraceListDenied {
+        /// The file.
+        path: PathBuf,
+        /// What reading it said.
+        source: io::Error,
+    },
     #[error(
         "the kernel refuses to list traceable functions ({path}, e.g. kernel \
          lockdown or a security module); give exact function names, which need no listing"
     )]
-    FtraceListRefused { path: PathBuf, source: io::Error },
+    /// The kernel refused the listing.
+    FtraceListRefused {
+        /// The file.
+        path: PathBuf,
+        /// What reading it said.
+        source: io::Error,
+    },
     #[error("reading {path}")]
-    Read { path: PathBuf, source: io::Error },
+    /// Another read error.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What reading it said.
+        source: io::Error,
+    },
 }
 
 /// Candidates by (scope, name), looked up per listing line without

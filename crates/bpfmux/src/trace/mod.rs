@@ -20,6 +20,8 @@
 //!
 //! [`output`] has the text forms the reports and `bpfmux trace` print.
 
+#![warn(missing_docs)]
+
 mod btf;
 mod engine;
 mod events;
@@ -42,11 +44,12 @@ use engine::{Engine, Targets};
 use events::Reader;
 use program::{ObjectConfig, TraceObject};
 
-pub use btf::{Param, Proto, ValueKind};
+pub use btf::{BtfError, Param, Proto, ValueKind};
 pub use engine::{
     Breakdown, ChooseError, Control, EngineKind, ExitSide, Interrupted, UnknownEngine,
 };
 pub use events::{Event, EventKind, FuncStats, Hist, Snapshot};
+pub use listings::ListingError;
 pub use pattern::{Pattern, PatternError, Scope};
 pub use program::Filters;
 pub use report::{Interval, JsonLines, LiveTable, PlainText, Report};
@@ -94,15 +97,21 @@ const COOKIE_CAPTURE: u64 = 1 << 32;
 /// What to trace and how.
 #[derive(Clone, Debug, Default)]
 pub struct TraceOptions {
+    /// Functions to trace.
     pub patterns: Vec<Pattern>,
+    /// Functions to leave out.
     pub excludes: Vec<Pattern>,
     /// `None`: the best engine this kernel has.
     pub engine: Option<EngineKind>,
+    /// Measure each call's latency (histograms per function).
     pub latency: bool,
     /// Arguments and return values of the functions named exactly.
     pub capture: bool,
+    /// Count kernel stacks per call site.
     pub kstack: bool,
+    /// Count user stacks per call site.
     pub ustack: bool,
+    /// Which calls count (process, cgroup, task name).
     pub filters: Filters,
 }
 
@@ -115,13 +124,17 @@ impl TraceOptions {
 
 /// Step 1–3 done: the function set and the engine, nothing loaded yet.
 pub struct Plan {
+    /// What was asked.
     pub opts: TraceOptions,
+    /// The functions, and those dropped with why.
     pub selection: Selection,
+    /// The engine chosen.
     pub engine: EngineKind,
     /// How the engine sees exits on this kernel.
     pub exit: ExitSide,
     /// Better engines this kernel lacks, with the probes' reasons.
     pub skipped_engines: Vec<(EngineKind, String)>,
+    /// How long the selection took.
     pub select_time: Duration,
 }
 
@@ -144,13 +157,19 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
 
 /// Attached and counting.
 pub struct Tracer {
+    /// What was asked.
     pub opts: TraceOptions,
+    /// The functions, and those dropped (refused at attach too).
     pub selection: Selection,
     /// Same length as `selection.funcs`: false for functions the kernel refused.
     pub attached: Vec<bool>,
+    /// The engine that attached them.
     pub engine: EngineKind,
+    /// How it sees exits.
     pub exit: ExitSide,
+    /// Better engines this kernel lacks, with why.
     pub skipped_engines: Vec<(EngineKind, String)>,
+    /// How long the selection took.
     pub select_time: Duration,
     /// Creating the maps and relocating (before any program load).
     pub prepare_time: Duration,
@@ -270,6 +289,7 @@ impl Tracer {
             .filter(|d| d.exact || matches!(d.reason, DropReason::AttachRefused(_)))
     }
 
+    /// Functions attached (the selection less those refused).
     pub fn nr_attached(&self) -> usize {
         self.attached.iter().filter(|&&a| a).count()
     }
@@ -279,11 +299,12 @@ impl Tracer {
         self.links
     }
 
+    /// Counters and histograms since attach, summed over CPUs.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
         Ok(self.reader.snapshot(&self.obj)?)
     }
 
-    pub fn object(&self) -> &TraceObject {
+    pub(crate) fn object(&self) -> &TraceObject {
         &self.obj
     }
 

@@ -45,9 +45,13 @@ pub fn percentile(h: &[u64], q: f64) -> Option<u64> {
 /// One function's numbers for an interval and since attach.
 #[derive(Clone, Debug)]
 pub struct Row {
+    /// Index of the function in the selection.
     pub index: usize,
+    /// `name`, or `module:name`.
     pub name: String,
+    /// Counters of the interval.
     pub interval: FuncStats,
+    /// Counters since attach.
     pub total: FuncStats,
 }
 
@@ -266,6 +270,7 @@ pub fn event_line(e: &Event, f: &Func) -> String {
     }
 }
 
+/// `{"type":"event", ...}`: one call with `--json`.
 pub fn event_json(e: &Event, f: &Func) -> Value {
     let mut v = json!({
         "type": "event",

@@ -8,11 +8,14 @@ use std::str::FromStr;
 /// Where a function lives: the kernel image or one module.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scope {
+    /// The kernel image.
     Vmlinux,
+    /// A loaded module, by name.
     Module(String),
 }
 
 impl Scope {
+    /// The module's name, `None` for vmlinux.
     pub fn module(&self) -> Option<&str> {
         match self {
             Scope::Vmlinux => None,
@@ -30,23 +33,41 @@ impl fmt::Display for Scope {
     }
 }
 
+/// A function pattern: an exact name or a glob (`*`, `?`, `[...]`),
+/// optionally `module:` in front.
+///
+/// ```
+/// use bpfmux::trace::{Pattern, Scope};
+///
+/// let p: Pattern = "ext4:ext4_*".parse().unwrap();
+/// assert!(p.matches(&Scope::Module("ext4".into()), "ext4_read"));
+/// assert!(!p.matches(&Scope::Vmlinux, "ext4_read"));
+/// assert!(!p.is_exact() && "vfs_read".parse::<Pattern>().unwrap().is_exact());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Pattern {
     /// `None`: any scope (kernel image first, then modules).
     pub scope: Option<Scope>,
+    /// The function part: a name or a glob.
     pub name: String,
 }
 
+/// Why a pattern does not parse.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PatternError {
+    /// Nothing given.
     #[error("empty function pattern")]
     Empty,
+    /// `:name` without a module.
     #[error("pattern {0:?}: empty module name before ':'")]
     EmptyModule(String),
+    /// `module:` without a name.
     #[error("pattern {0:?}: empty function name after ':'")]
     EmptyName(String),
+    /// A wildcard in the module part.
     #[error("pattern {0:?}: only the function part may use wildcards")]
     GlobModule(String),
+    /// A `[` without its `]`.
     #[error("pattern {0:?}: unterminated '[' class")]
     OpenClass(String),
 }
@@ -91,6 +112,7 @@ impl Pattern {
         !is_glob(&self.name)
     }
 
+    /// Whether the function `name` in `scope` matches.
     pub fn matches(&self, scope: &Scope, name: &str) -> bool {
         if self.scope.as_ref().is_some_and(|s| s != scope) {
             return false;

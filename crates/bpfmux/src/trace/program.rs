@@ -70,6 +70,7 @@ impl Entry {
 /// Which calls count: all three filters must pass.
 #[derive(Clone, Debug, Default)]
 pub struct Filters {
+    /// Only this process (thread group).
     pub tgid: Option<u32>,
     /// cgroup v2 id (the inode number of the cgroup directory).
     pub cgroup_id: Option<u64>,

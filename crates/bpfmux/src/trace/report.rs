@@ -22,6 +22,7 @@ pub struct Interval<'a> {
     pub rows: &'a [Row],
     /// Functions attached.
     pub functions: usize,
+    /// The engine attached.
     pub engine: EngineKind,
 }
 

@@ -61,10 +61,13 @@ const NO_RETURN: &[&str] = &[
 /// A function to attach to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Func {
+    /// Where it lives.
     pub scope: Scope,
+    /// Its name.
     pub name: String,
     /// FUNC id in the BTF of `scope`.
     pub btf_id: u32,
+    /// Its prototype, for arguments and the return value.
     pub proto: Proto,
     /// Named exactly on the command line (arguments can be captured).
     pub exact: bool,
@@ -83,6 +86,7 @@ impl Func {
     }
 }
 
+/// Why a function was left out.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DropReason {
     /// Not in available_filter_functions: notrace, inlined everywhere, init.
@@ -119,10 +123,14 @@ impl fmt::Display for DropReason {
     }
 }
 
+/// A function left out, with why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dropped {
+    /// Where it lives.
     pub scope: Scope,
+    /// Its name.
     pub name: String,
+    /// Why it was left out.
     pub reason: DropReason,
     /// Named exactly by the user: always worth a warning.
     pub exact: bool,
@@ -138,9 +146,12 @@ impl Dropped {
     }
 }
 
+/// The functions the patterns select, and those dropped.
 #[derive(Debug, Default)]
 pub struct Selection {
+    /// To attach, in attach order (their index is their attach cookie).
     pub funcs: Vec<Func>,
+    /// Left out, with why.
     pub dropped: Vec<Dropped>,
     /// Whether the text listings were read (false: exact names only).
     pub read_listings: bool,
@@ -168,23 +179,34 @@ impl Selection {
     }
 }
 
+/// Why no function set came out.
 #[derive(Debug, thiserror::Error)]
 pub enum SelectError {
+    /// Nothing to select from.
     #[error("no patterns given")]
     NoPatterns,
+    /// Kernel BTF could not be read.
     #[error(transparent)]
     Btf(#[from] BtfError),
+    /// An ftrace or kallsyms listing could not be read.
     #[error(transparent)]
     Listing(#[from] ListingError),
+    /// A `module:` pattern names no loaded module.
     #[error("module {0:?} has no BTF in /sys/kernel/btf (not loaded?)")]
     NoModule(String),
+    /// An exact name that no kernel BTF has.
     #[error("unknown function {0:?}: not in kernel BTF")]
     Unknown(String),
+    /// A glob that matches nothing.
     #[error("pattern {0:?} matches no kernel function")]
     NoMatch(String),
     #[error("no traceable function left after filtering ({} matched, all dropped{})",
         .dropped.len(), dropped_names(.dropped))]
-    AllDropped { dropped: Vec<Dropped> },
+    /// Every match was dropped; `dropped` says why for each.
+    AllDropped {
+        /// The functions matched, each with its reason.
+        dropped: Vec<Dropped>,
+    },
 }
 
 /// A few of the dropped functions with their reasons, for an error message.
@@ -217,9 +239,13 @@ const EXACT_INDEX_FROM: usize = 16;
 /// What the engine will need: exit probes are refused on `__noreturn` functions.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SelectOptions {
+    /// Exits will be probed: drop functions that never return.
     pub needs_exit: bool,
 }
 
+/// Resolves patterns against kernel BTF (and, for globs, ftrace's and
+/// kallsyms' listings): what a trampoline can attach to, with a reason for
+/// each function left out. Exact names need only a BTF lookup.
 pub fn select(
     patterns: &[Pattern],
     excludes: &[Pattern],

@@ -27,23 +27,33 @@ pub struct Summary {
     /// Always `"summary"`.
     #[serde(rename = "type")]
     pub kind: &'static str,
+    /// The engine that attached the functions.
     pub engine: EngineKind,
+    /// How it saw exits.
     pub exit_side: ExitSide,
+    /// Functions attached.
     pub functions_attached: usize,
     /// Dropped by the selection or refused by the kernel at attach.
     pub functions_dropped: usize,
     /// The drops worth a warning (see [`Tracer::warnings`]).
     pub skipped: Vec<Skipped>,
+    /// Links the kernel made.
     pub links: usize,
+    /// Selecting the functions.
     pub select_ms: f64,
+    /// Creating the maps, before any program load.
     pub prepare_ms: f64,
+    /// Loading programs and creating links.
     pub attach_ms: f64,
+    /// Detaching.
     pub detach_ms: f64,
+    /// Where `attach_ms` went.
     pub attach_breakdown: AttachBreakdown,
     /// Length of the traced window.
     pub elapsed_s: f64,
     /// Per-call events reported.
     pub events: usize,
+    /// What could not be recorded.
     pub lost: Lost,
     /// Functions called at least once, busiest first.
     pub functions: Vec<FunctionTotals>,
@@ -61,20 +71,30 @@ pub struct Summary {
 /// A function skipped with a warning.
 #[derive(Clone, Debug, Serialize)]
 pub struct Skipped {
+    /// `name`, or `module:name`.
     pub function: String,
+    /// Why it was skipped.
     pub reason: String,
 }
 
 /// [`super::engine::Breakdown`] in milliseconds.
 #[derive(Clone, Debug, Serialize)]
 pub struct AttachBreakdown {
+    /// Program loads (the verifier).
     pub program_loads: usize,
+    /// Their total time (threads of fentry-each add up).
     pub load_ms: f64,
+    /// Links the kernel created.
     pub links: usize,
+    /// Functions those links cover.
     pub link_functions: usize,
+    /// Time creating them took.
     pub link_ms: f64,
+    /// Link creations the kernel refused while isolating functions it will not attach.
     pub refused_tries: usize,
+    /// Time those refused tries took.
     pub refused_ms: f64,
+    /// Why the set took more than one link.
     pub split: Vec<String>,
 }
 
@@ -103,6 +123,7 @@ impl Lost {
 pub struct FunctionTotals {
     /// `name`, or `module:name`.
     pub name: String,
+    /// Calls counted.
     pub calls: u64,
     /// When calls' latencies were measured.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -112,8 +133,11 @@ pub struct FunctionTotals {
 /// Latency over every measured call, in nanoseconds.
 #[derive(Clone, Debug, Serialize)]
 pub struct LatencyTotals {
+    /// Calls measured (entry and exit both seen).
     pub count: u64,
+    /// Mean latency.
     pub avg: u64,
+    /// Longest latency.
     pub max: u64,
     /// With histograms (`--latency`).
     #[serde(flatten)]
@@ -163,7 +187,9 @@ impl FunctionTotals {
 /// A call stack and how often the function was called through it.
 #[derive(Clone, Debug, Serialize)]
 pub struct StackSummary {
+    /// `name`, or `module:name`.
     pub function: String,
+    /// Calls through this stack.
     pub count: u64,
     /// The process (thread group) that made the calls.
     pub pid: u32,

@@ -35,12 +35,17 @@ use super::program::{Entry, TraceObject};
 use super::select::Func;
 use crate::features::{self, Feature, KernelBtf, Status};
 
+/// The mechanism that attaches the trace program (`--engine`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EngineKind {
+    /// The series' global trampoline: a tracing_multi link with `BPF_F_TRACING_MULTI_GLOBAL`.
     Global,
+    /// Upstream's tracing_multi link (Linux 7.2+).
     TracingMulti,
+    /// A kprobe.multi link (kprobe.session for exits).
     KprobeMulti,
+    /// One fentry (and fexit) program per function.
     FentryEach,
 }
 
@@ -53,6 +58,7 @@ impl EngineKind {
         EngineKind::FentryEach,
     ];
 
+    /// The name `--engine` takes and the summary prints.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Global => "global",
@@ -147,6 +153,7 @@ pub enum ExitSide {
 }
 
 impl ExitSide {
+    /// Whether exits are seen at all.
     pub fn needed(self) -> bool {
         self != ExitSide::None
     }
@@ -190,10 +197,18 @@ pub fn check(kind: EngineKind, needs_exit: bool, btf: &KernelBtf) -> Result<Exit
     kind.exit_side(needs_exit, btf)
 }
 
+/// Why no engine was chosen.
 #[derive(Debug, thiserror::Error)]
 pub enum ChooseError {
+    /// The engine asked for does not work here (`why`: the probes' answers).
     #[error("engine {kind} is not available on this kernel: {why}")]
-    Unavailable { kind: EngineKind, why: String },
+    Unavailable {
+        /// The engine asked for.
+        kind: EngineKind,
+        /// What its probes said.
+        why: String,
+    },
+    /// No engine works here: one line per engine, with why.
     #[error("no engine is available on this kernel:\n{0}")]
     None(String),
 }
@@ -270,6 +285,7 @@ pub struct Control<'a> {
 }
 
 impl Control<'_> {
+    /// Whether the attach should be abandoned.
     pub fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
     }
@@ -282,16 +298,20 @@ pub struct Breakdown {
     /// Program loads (the verifier), with their total time; fentry-each
     /// loads on several threads, so its total can exceed the wall time.
     pub loads: usize,
+    /// Time spent loading programs.
     pub load_time: Duration,
     /// Links the kernel created, the functions they cover and the time
     /// their creation took (for the kernel: BTF checks, trampolines, text
     /// patching).
     pub links: usize,
+    /// Functions the links cover.
     pub link_funcs: usize,
+    /// Time spent creating links.
     pub link_time: Duration,
     /// Link creations the kernel refused while isolating functions it will
     /// not attach (a batch is all-or-nothing), and the time they cost.
     pub refused_tries: usize,
+    /// Time those refused tries took.
     pub refused_time: Duration,
     /// Why the set took more than one link (empty with one link).
     pub split: Vec<String>,
