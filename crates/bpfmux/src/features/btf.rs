@@ -13,17 +13,21 @@ use super::Probe;
 pub const FENTRY_TARGETS: &[&str] = &["bpf_fentry_test1", "bpf_fentry_test2"];
 pub const FMOD_RET_TARGET: &str = "bpf_modify_return_test";
 
+/// The running kernel's vmlinux BTF, loaded once for all the probes.
 pub struct KernelBtf {
     btf: Result<Btf<'static>, String>,
 }
 
 impl KernelBtf {
+    /// Reads /sys/kernel/btf/vmlinux (a failure is kept and reported by
+    /// [`KernelBtf::probe`], and makes other probes say why they cannot run).
     pub fn load() -> Self {
         Self {
             btf: Btf::from_vmlinux().map_err(|e| format!("{e:#}")),
         }
     }
 
+    /// The `btf` row: whether vmlinux BTF could be read.
     pub fn probe(&self) -> Probe {
         match &self.btf {
             Ok(b) => Probe::yes(format!("/sys/kernel/btf/vmlinux parsed: {} types", b.len())),
@@ -57,6 +61,7 @@ impl KernelBtf {
         found
     }
 
+    /// Whether vmlinux BTF could be read.
     pub fn available(&self) -> bool {
         self.btf.is_ok()
     }

@@ -22,9 +22,11 @@ use serde::Serialize;
 
 pub use btf::KernelBtf;
 
+/// A probe's answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// Supported, and this process may use it.
     Yes,
     /// Not supported by this kernel.
     No,
@@ -178,8 +180,10 @@ pub struct UnknownFeature(pub String);
 /// Upstream Linux, or this project's kernel series.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Origin {
+    /// Upstream Linux.
     #[serde(rename = "upstream")]
     Upstream,
+    /// This project's kernel series (`kernel/`).
     #[serde(rename = "bpfmux-series")]
     Series,
 }
@@ -199,7 +203,9 @@ pub struct FeatureRow {
     /// Serialized as its stable key, e.g. `kprobe.multi`.
     #[serde(rename = "name")]
     pub feature: Feature,
+    /// Upstream, or this project's series.
     pub origin: Origin,
+    /// What the probe found.
     pub status: Status,
     /// How it was probed and what the kernel said.
     pub detail: String,
@@ -208,11 +214,14 @@ pub struct FeatureRow {
 /// Outcome of one probe before it is named.
 #[derive(Clone, Debug)]
 pub struct Probe {
+    /// What the probe found.
     pub status: Status,
+    /// How it was probed and what the kernel said.
     pub detail: String,
 }
 
 impl Probe {
+    /// Supported.
     pub fn yes(detail: impl Into<String>) -> Self {
         Self {
             status: Status::Yes,
@@ -220,6 +229,7 @@ impl Probe {
         }
     }
 
+    /// Not supported.
     pub fn no(detail: impl Into<String>) -> Self {
         Self {
             status: Status::No,
@@ -227,6 +237,7 @@ impl Probe {
         }
     }
 
+    /// The probe could not decide.
     pub fn error(detail: impl Into<String>) -> Self {
         Self {
             status: Status::Error,
@@ -252,10 +263,12 @@ impl Probe {
         }
     }
 
+    /// A failed step, classified by its errno (see [`Probe::from_errno`]).
     pub fn from_io(step: &str, e: &io::Error) -> Self {
         Self::from_errno(step, e.raw_os_error(), e)
     }
 
+    /// A failed libbpf step, classified by the errno in its message.
     pub fn from_libbpf(step: &str, e: &libbpf_rs::Error) -> Self {
         Self::from_errno(step, libbpf_errno(e), e)
     }

@@ -8,8 +8,11 @@ use serde::{Serialize, Serializer};
 /// VMA permissions as shown in `/proc/<pid>/maps` (`r-xp`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Perms {
+    /// `r`.
     pub read: bool,
+    /// `w`.
     pub write: bool,
+    /// `x`.
     pub exec: bool,
     /// `VM_MAYSHARE`: `s` instead of `p` in the text file.
     pub shared: bool,
@@ -61,6 +64,7 @@ impl BuildId {
         })
     }
 
+    /// The ID's bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
     }
@@ -132,17 +136,22 @@ pub fn unescaped_candidates(name: &std::path::Path) -> Vec<PathBuf> {
 /// One VMA of a process, as the kernel reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Mapping {
+    /// First address.
     #[serde(serialize_with = "hex")]
     pub start: u64,
     /// Exclusive.
     #[serde(serialize_with = "hex")]
     pub end: u64,
+    /// Read, write, execute, shared.
     pub perms: Perms,
     /// File offset of `start` (0 for anonymous mappings).
     #[serde(serialize_with = "hex")]
     pub offset: u64,
+    /// Device of the backing file (0 for anonymous mappings).
     pub dev_major: u32,
+    /// See `dev_major`.
     pub dev_minor: u32,
+    /// Inode of the backing file (0 for anonymous mappings).
     pub inode: u64,
     /// Backing file path (with " (deleted)" if unlinked), or a special name
     /// like `[heap]`, `[vdso]`, `[anon:name]`; `None` for plain anonymous.
@@ -158,6 +167,7 @@ impl Mapping {
         self.inode != 0 || self.dev_major != 0 || self.dev_minor != 0
     }
 
+    /// Whether `addr` is in `[start, end)`.
     pub fn contains(&self, addr: u64) -> bool {
         self.start <= addr && addr < self.end
     }
@@ -171,16 +181,19 @@ impl Mapping {
 /// Normalization result for one input address.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NormalizedAddr {
+    /// The address as given.
     #[serde(serialize_with = "hex")]
     pub addr: u64,
     /// `None`: no mapping matching the filter covers this address.
     pub resolved: Option<Resolved>,
 }
 
+/// Where an address is: its mapping and the offset in the mapping's file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Resolved {
     /// Index into [`Normalized::mappings`].
     pub mapping: usize,
+    /// The address's offset in the mapped file.
     #[serde(serialize_with = "hex")]
     pub file_offset: u64,
 }
@@ -189,11 +202,14 @@ pub struct Resolved {
 /// `mappings` holds each mapping that covers at least one of them, by start.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Normalized {
+    /// Each mapping that covers at least one address, by start.
     pub mappings: Vec<Mapping>,
+    /// The addresses, in input order.
     pub addrs: Vec<NormalizedAddr>,
 }
 
 impl Normalized {
+    /// The mapping of the `i`th address, if one covers it.
     pub fn mapping_of(&self, i: usize) -> Option<&Mapping> {
         let r = self.addrs.get(i)?.resolved?;
         self.mappings.get(r.mapping)

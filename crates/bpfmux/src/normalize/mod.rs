@@ -52,8 +52,10 @@ pub enum Backend {
     Text,
 }
 
+/// How a [`Normalizer`] reads VMAs and what it keeps.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
+    /// Where VMAs come from.
     pub backend: Backend,
     /// Report the ELF build ID of each file-backed mapping.
     pub build_ids: bool,
@@ -80,11 +82,14 @@ impl Default for Options {
 /// Which VMAs may cover an address; others count as not mapped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct VmaFilter {
+    /// Only executable VMAs.
     pub exec_only: bool,
+    /// Only VMAs a file backs.
     pub file_backed_only: bool,
 }
 
 impl VmaFilter {
+    /// Any VMA.
     pub const ALL: Self = Self {
         exec_only: false,
         file_backed_only: false,
@@ -158,6 +163,8 @@ pub struct KernelCalls {
     pub text_reads: u64,
 }
 
+/// Normalizes addresses of processes, keeping what it may per pid
+/// (see the module docs).
 pub struct Normalizer {
     opts: Options,
     calls: KernelCalls,
@@ -177,6 +184,7 @@ impl Default for Normalizer {
 }
 
 impl Normalizer {
+    /// A normalizer with these options.
     pub fn new(opts: Options) -> Self {
         Self {
             opts,
@@ -190,10 +198,12 @@ impl Normalizer {
         }
     }
 
+    /// Its options.
     pub fn options(&self) -> Options {
         self.opts
     }
 
+    /// How often it went to the kernel so far.
     pub fn kernel_calls(&self) -> KernelCalls {
         self.calls
     }
@@ -211,6 +221,18 @@ impl Normalizer {
     }
 
     /// Normalizes `addrs` (any order, duplicates allowed) of process `pid`.
+    ///
+    /// ```
+    /// use bpfmux::normalize::{Normalizer, VmaFilter};
+    ///
+    /// fn code() {}
+    /// let addr = code as *const () as u64;
+    /// let n = Normalizer::default().normalize(std::process::id(), &[addr], VmaFilter::EXEC)?;
+    /// let m = n.mapping_of(0).expect("this code is mapped");
+    /// assert!(m.perms.exec && m.contains(addr));
+    /// assert_eq!(n.addrs[0].resolved.unwrap().file_offset, m.file_offset(addr));
+    /// # Ok::<(), bpfmux::normalize::NormalizeError>(())
+    /// ```
     pub fn normalize(
         &mut self,
         pid: u32,

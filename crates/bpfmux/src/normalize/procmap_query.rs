@@ -14,11 +14,17 @@ use super::mapping::{escape_name, BuildId, Mapping, Perms};
 /// `_IOWR('f', 17, struct procmap_query)`.
 pub const PROCMAP_QUERY: u64 = 0xC068_6611;
 
+/// `query_flags`: only readable VMAs.
 pub const VMA_READABLE: u64 = 0x01;
+/// `query_flags`: only writable VMAs.
 pub const VMA_WRITABLE: u64 = 0x02;
+/// `query_flags`: only executable VMAs.
 pub const VMA_EXECUTABLE: u64 = 0x04;
+/// `query_flags`: only shared VMAs.
 pub const VMA_SHARED: u64 = 0x08;
+/// `query_flags`: the VMA covering the address, or else the next one.
 pub const COVERING_OR_NEXT_VMA: u64 = 0x10;
+/// `query_flags`: only file-backed VMAs.
 pub const FILE_BACKED_VMA: u64 = 0x20;
 
 /// Kernel's BUILD_ID_SIZE_MAX is 20; a larger buffer costs nothing and keeps
@@ -69,7 +75,9 @@ impl Default for QueryBuf {
 /// What to ask for besides the VMA itself.
 #[derive(Clone, Copy, Debug)]
 pub struct Want {
+    /// The VMA's file name.
     pub name: bool,
+    /// The file's build ID.
     pub build_id: bool,
 }
 

@@ -18,16 +18,23 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, RelocationFlags
 /// `*-dbgsym` packages): `<dir>/.build-id/ab/cdef….debug`.
 const DEBUG_DIR: &str = "/usr/lib/debug";
 
+/// An ELF file whose symbols could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ElfTableError {
+    /// Reading the file failed.
     #[error("reading {path}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// What reading it said.
         source: std::io::Error,
     },
+    /// The file is no ELF the parser accepts.
     #[error("parsing ELF {path}")]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// What the parser said.
         source: object::Error,
     },
 }
@@ -41,11 +48,14 @@ pub enum EntryKind {
     Plt,
 }
 
+/// The entry an address falls in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hit {
+    /// The symbol's name.
     pub name: String,
     /// Address minus the entry's start.
     pub offset: u64,
+    /// A symbol or a PLT stub.
     pub kind: EntryKind,
 }
 

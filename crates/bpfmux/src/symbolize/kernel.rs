@@ -12,10 +12,13 @@ use std::path::PathBuf;
 
 use super::{SymResult, Symbol, SymbolKind, Symbolized};
 
+/// Why the kernel's symbols could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum KallsymsError {
+    /// Reading /proc/kallsyms failed.
     #[error("reading /proc/kallsyms: {0}")]
     Read(#[from] io::Error),
+    /// Addresses are hidden from this process (`kernel.kptr_restrict`).
     #[error(
         "/proc/kallsyms shows no addresses (kernel.kptr_restrict hides them; \
          run as root with kptr_restrict <= 1)"
@@ -83,6 +86,7 @@ pub struct KernelSymbolizer {
 }
 
 impl KernelSymbolizer {
+    /// Reads /proc/kallsyms (root, or `kernel.kptr_restrict` 0, to see addresses).
     pub fn load() -> Result<Self, KallsymsError> {
         Self::parse(&std::fs::read_to_string("/proc/kallsyms")?)
     }
@@ -136,6 +140,7 @@ impl KernelSymbolizer {
         Ok(Self { syms })
     }
 
+    /// Each address's function and offset, in input order.
     pub fn symbolize(&self, addrs: &[u64]) -> Vec<Symbolized> {
         addrs
             .iter()

@@ -17,6 +17,7 @@ pub use user::UserSymbolizer;
 /// A resolved symbol.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Symbol {
+    /// The function's (or object's) name, demangled.
     pub name: String,
     /// Offset of the address from the symbol's start.
     pub offset: u64,
@@ -26,6 +27,7 @@ pub struct Symbol {
     /// Source file and line, where DWARF has them (with inlined calls:
     /// the line of the outermost call).
     pub file: Option<PathBuf>,
+    /// See `file`.
     pub line: Option<u32>,
     /// Binary or kernel module the symbol is in (`None`: vmlinux).
     pub module: Option<PathBuf>,
@@ -34,9 +36,11 @@ pub struct Symbol {
     pub inlined: Vec<InlinedFrame>,
 }
 
+/// What a [`Symbol`] names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SymbolKind {
+    /// A function.
     Function,
     /// A PLT stub, named `function@plt`.
     Plt,
@@ -44,10 +48,14 @@ pub enum SymbolKind {
     Data,
 }
 
+/// A function inlined at an address.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct InlinedFrame {
+    /// The inlined function.
     pub name: String,
+    /// Where the address is within it, when DWARF says.
     pub file: Option<PathBuf>,
+    /// See `file`.
     pub line: Option<u32>,
 }
 
@@ -55,22 +63,28 @@ pub struct InlinedFrame {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum SymResult {
+    /// A symbol covers it.
     Symbol(Symbol),
     /// Mapped, but no symbol covers it (stripped binary, JIT code, vdso...).
     NoSymbol {
+        /// The mapped file.
         module: Option<PathBuf>,
+        /// The address's offset in it.
         #[serde(serialize_with = "crate::normalize::serialize_hex")]
         file_offset: u64,
+        /// Why there is no symbol.
         reason: String,
     },
     /// Not in any (executable) mapping / not a kernel text address.
     Unmapped,
 }
 
+/// One address and what it resolved to.
 #[derive(Clone, Debug, Serialize)]
 pub struct Symbolized {
     /// (`"0x…"` in JSON, as `bpfmux maps` writes addresses.)
     #[serde(serialize_with = "crate::normalize::serialize_hex")]
     pub addr: u64,
+    /// Symbol, no symbol (with why), or unmapped.
     pub result: SymResult,
 }

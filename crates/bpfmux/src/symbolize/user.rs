@@ -27,6 +27,8 @@ enum TableKey {
     Vdso { pid: u32 },
 }
 
+/// Symbolizes code addresses of processes: normalizes them (with its own
+/// [`Normalizer`]), then looks them up in each file's symbols and DWARF.
 pub struct UserSymbolizer {
     normalizer: Normalizer,
     blaze: Symbolizer,
@@ -41,6 +43,7 @@ impl Default for UserSymbolizer {
 }
 
 impl UserSymbolizer {
+    /// A symbolizer normalizing with `normalizer`.
     pub fn new(normalizer: Normalizer) -> Self {
         Self {
             normalizer,
@@ -49,12 +52,28 @@ impl UserSymbolizer {
         }
     }
 
+    /// Its normalizer (e.g. to [`Normalizer::forget`] a process).
     pub fn normalizer(&mut self) -> &mut Normalizer {
         &mut self.normalizer
     }
 
     /// Symbolizes code addresses of process `pid` (only executable mappings
     /// count; anything else is reported unmapped).
+    ///
+    /// ```
+    /// use bpfmux::symbolize::{SymResult, UserSymbolizer};
+    ///
+    /// #[inline(never)]
+    /// fn target() {}
+    /// let addr = target as *const () as u64;
+    /// let s = UserSymbolizer::default().symbolize(std::process::id(), &[addr, 8])?;
+    /// match &s[0].result {
+    ///     SymResult::Symbol(sym) => assert!(sym.name.ends_with("target"), "{}", sym.name),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert_eq!(s[1].result, SymResult::Unmapped);
+    /// # Ok::<(), anyhow::Error>(())
+    /// ```
     pub fn symbolize(&mut self, pid: u32, addrs: &[u64]) -> anyhow::Result<Vec<Symbolized>> {
         let norm = self
             .normalizer

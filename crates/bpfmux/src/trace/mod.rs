@@ -20,8 +20,6 @@
 //!
 //! [`output`] has the text forms the reports and `bpfmux trace` print.
 
-#![warn(missing_docs)]
-
 mod btf;
 mod engine;
 mod events;

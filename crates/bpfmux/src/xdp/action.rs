@@ -21,6 +21,7 @@ impl ActionSet {
     /// libxdp's and bpfmux's default: continue after XDP_PASS.
     pub const DEFAULT: ActionSet = ActionSet(1 << 2);
 
+    /// Whether return code `action` is in the set.
     pub fn contains(self, action: u32) -> bool {
         action < 32 && self.0 & (1 << action) != 0
     }
@@ -37,6 +38,7 @@ impl Default for ActionSet {
     }
 }
 
+/// `pass`, `drop`, ... for the XDP actions, the number for other codes.
 pub fn action_name(action: u32) -> String {
     ACTION_NAMES
         .get(action as usize)

@@ -85,9 +85,12 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// How [`attach`] runs a set.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AttachOptions {
+    /// Where the kernel runs it.
     pub mode: Mode,
+    /// Which engine builds it.
     pub engine: EngineChoice,
 }
 
@@ -95,12 +98,14 @@ pub struct AttachOptions {
 /// engine.
 #[derive(Clone, Debug, Serialize)]
 pub struct SetView {
+    /// The interface's index.
     pub ifindex: u32,
     /// The interface's name now; None once it is gone.
     pub ifname: Option<String>,
     /// Where the kernel runs the head program: native, generic, or None
     /// when the link is no longer attached.
     pub running: Option<String>,
+    /// The XDP link bpfmux pinned for the interface.
     pub link_id: u32,
     /// The recorded set; None if the record is missing or unreadable (see
     /// problems).
@@ -112,19 +117,27 @@ pub struct SetView {
 /// An XDP program bpfmux did not attach.
 #[derive(Clone, Debug, Serialize)]
 pub struct Foreign {
+    /// The interface's index.
     pub ifindex: u32,
+    /// The interface's name.
     pub ifname: String,
+    /// The program attached there.
     pub prog_id: u32,
 }
 
+/// Everything [`list`] found.
 #[derive(Clone, Debug, Serialize)]
 pub struct Listing {
+    /// Sets bpfmux attached, one per interface.
     pub sets: Vec<SetView>,
+    /// XDP programs other tools attached.
     pub foreign: Vec<Foreign>,
 }
 
+/// What [`attach`] did.
 #[derive(Clone, Debug, Serialize)]
 pub struct AttachReport {
+    /// The set now running, as [`list`] shows it.
     pub view: SetView,
     /// Head program of the set this one replaced.
     pub replaced: Option<u32>,
@@ -132,6 +145,7 @@ pub struct AttachReport {
     pub kept: usize,
 }
 
+/// The index of interface `iface`.
 pub fn ifindex_of(iface: &str) -> Result<u32> {
     let c = CString::new(iface).map_err(|_| anyhow!("bad interface name {iface:?}"))?;
     // SAFETY: NUL-terminated string.

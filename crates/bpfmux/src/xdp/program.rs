@@ -16,10 +16,12 @@ use super::action::ActionSet;
 /// One program of a set, as the user named it.
 #[derive(Clone, Debug)]
 pub struct ProgSpec {
+    /// The BPF object file.
     pub object: PathBuf,
     /// Program (function) name or ELF section; None = the object's only
     /// XDP program.
     pub section: Option<String>,
+    /// Return codes after which the next program runs.
     pub chain_on: ActionSet,
 }
 
@@ -47,6 +49,7 @@ impl ProgSpec {
         })
     }
 
+    /// `OBJECT` or `OBJECT:PROGRAM`, as given.
     pub fn display(&self) -> String {
         match &self.section {
             Some(sec) => format!("{}:{sec}", self.object.display()),
@@ -66,7 +69,9 @@ pub struct Origin {
     pub program: String,
     /// ELF section of the program.
     pub section: String,
+    /// The object's size when loaded (a change means a new program).
     pub size: u64,
+    /// Its modification time, in nanoseconds.
     pub mtime_ns: u128,
 }
 

@@ -42,24 +42,33 @@ const STATE_MAP_NAME: &str = "bpfmux_xdp_set";
 /// The set attached to one interface, as `list` shows it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SetRecord {
+    /// The record's format version.
     pub format: u32,
+    /// The interface's index.
     pub ifindex: u32,
     /// Interface name when the set was attached.
     pub ifname: String,
+    /// Where the kernel runs the set.
     pub mode: Mode,
+    /// The engine that built it.
     pub engine: EngineKind,
     /// The program the XDP link runs (dispatcher, chain head, or the one
     /// program).
     pub head_prog_id: u32,
+    /// The programs, in run order.
     pub progs: Vec<ProgRecord>,
 }
 
 /// One program of a set, in run order.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProgRecord {
+    /// The program's name.
     pub name: String,
+    /// Its id in the kernel.
     pub prog_id: u32,
+    /// Return codes after which the next program runs.
     pub chain_on: ActionSet,
+    /// Where it was loaded from.
     pub origin: Origin,
 }
 

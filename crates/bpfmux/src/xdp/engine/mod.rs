@@ -26,7 +26,9 @@ pub enum EngineChoice {
     /// has them, else the dispatcher.
     #[default]
     Auto,
+    /// bpfmux's freplace dispatcher.
     Dispatcher,
+    /// The series' kernel chain calls (an error where the kernel lacks them).
     KernelChain,
 }
 
