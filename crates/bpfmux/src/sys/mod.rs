@@ -3,5 +3,6 @@
 //! bits the XDP probe needs.
 
 pub mod bpf;
+pub mod bpf_ops;
 pub mod chain;
 pub mod netlink;

@@ -32,12 +32,11 @@ mod select;
 pub mod session;
 pub mod summary;
 
-use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use libbpf_rs::libbpf_sys;
 
+use crate::sys::bpf_ops;
 use engine::{Engine, Targets};
 use events::Reader;
 use program::{ObjectConfig, TraceObject};
@@ -334,7 +333,7 @@ impl Tracer {
         self.backend
             .programs()
             .iter()
-            .map(|p| prog_recursion_misses(*p))
+            .map(|p| bpf_ops::prog_info(*p).map_or(0, |i| i.recursion_misses))
             .sum()
     }
 
@@ -347,17 +346,5 @@ impl Tracer {
         self.disarm_error = self.obj.disarm().err().map(|e| format!("{e:#}"));
         self.backend.detach(progress);
         t0.elapsed()
-    }
-}
-
-fn prog_recursion_misses(prog: BorrowedFd<'_>) -> u64 {
-    let mut info = libbpf_sys::bpf_prog_info::default();
-    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-    // SAFETY: info outlives the call; len is its size.
-    let r = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_raw_fd(), &mut info, &mut len) };
-    if r == 0 {
-        info.recursion_misses
-    } else {
-        0
     }
 }

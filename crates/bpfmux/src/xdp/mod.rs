@@ -11,19 +11,19 @@
 //! [`list`] and [`detach`] work from any later process.
 
 pub mod action;
-mod bpf_ops;
 mod engine;
 mod program;
 mod state;
 
 use std::ffi::{CStr, CString};
+use std::fmt;
 use std::os::fd::AsFd;
 
 use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::libbpf_sys;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
+use crate::sys::bpf_ops;
 pub use action::{ActionSet, ActionSetError};
 pub use engine::EngineChoice;
 pub use program::{Origin, ProgSpec};

@@ -26,10 +26,10 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 use serde::{Deserialize, Serialize};
 
 use super::action::ActionSet;
-use super::bpf_ops::{self, LinkInfo};
 use super::program::Origin;
 use super::EngineKind;
 use super::Mode;
+use crate::sys::bpf_ops::{self, LinkInfo};
 
 /// Bump when the record's meaning changes; older records are reported, not
 /// misread.

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::{Built, Engine, Previous};
-use crate::xdp::bpf_ops;
+use crate::sys::bpf_ops;
 use crate::xdp::program::{self, LoadAs, Resolved};
 use crate::xdp::state::{ProgRecord, SetRecord};
 use crate::xdp::EngineKind;

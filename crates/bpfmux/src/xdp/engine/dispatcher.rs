@@ -12,8 +12,8 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
 
 use super::{Built, Engine, Previous};
+use crate::sys::bpf_ops;
 use crate::xdp::action::ActionSet;
-use crate::xdp::bpf_ops;
 use crate::xdp::program::{self, LoadAs, Resolved};
 use crate::xdp::state::{ProgRecord, SetRecord};
 use crate::xdp::EngineKind;

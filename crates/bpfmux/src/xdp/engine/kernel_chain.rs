@@ -19,9 +19,9 @@ use anyhow::{Context, Result};
 
 use super::{Built, Engine, Previous};
 use crate::features::{self, Feature};
+use crate::sys::bpf_ops;
 use crate::sys::chain::{chain_add, chain_get, ChainEntry, BPF_F_CHAIN_WILDCARD, MAX_DEPTH};
 use crate::xdp::action::{action_name, ActionSet};
-use crate::xdp::bpf_ops;
 use crate::xdp::program::{self, LoadAs, Resolved};
 use crate::xdp::state::{ProgRecord, SetRecord};
 use crate::xdp::EngineKind;

@@ -1,4 +1,5 @@
-//! The bpf(2) operations the XDP engines need, as small safe functions over
+//! The bpf(2) operations on programs, links and pins that bpfmux needs (the
+//! XDP engines, trace's recursion counts), as small safe functions over
 //! libbpf's low-level API: owned descriptors in, owned descriptors out, errno
 //! kept in the returned `io::Error` so callers can explain refusals.
 
@@ -41,6 +42,8 @@ fn c_path(path: &Path) -> io::Result<CString> {
 pub struct ProgInfo {
     pub id: u32,
     pub btf_id: u32,
+    /// Runs the kernel's recursion guard skipped.
+    pub recursion_misses: u64,
 }
 
 pub fn prog_info(fd: BorrowedFd<'_>) -> io::Result<ProgInfo> {
@@ -51,6 +54,7 @@ pub fn prog_info(fd: BorrowedFd<'_>) -> io::Result<ProgInfo> {
     Ok(ProgInfo {
         id: info.id,
         btf_id: info.btf_id,
+        recursion_misses: info.recursion_misses,
     })
 }
 
