@@ -18,7 +18,6 @@
 //! interrupted attach returns [`Interrupted`] with nothing left attached.
 
 mod fentry_each;
-mod global;
 mod kprobe_multi;
 mod tracing_multi;
 
@@ -400,7 +399,7 @@ pub trait Engine: Send {
 
 pub fn new_engine(kind: EngineKind) -> Box<dyn Engine> {
     match kind {
-        EngineKind::Global => Box::new(global::Global::new()),
+        EngineKind::Global => Box::new(tracing_multi::TracingMulti::new(true)),
         EngineKind::TracingMulti => Box::new(tracing_multi::TracingMulti::new(false)),
         EngineKind::KprobeMulti => Box::new(kprobe_multi::KprobeMulti::new()),
         EngineKind::FentryEach => Box::new(fentry_each::FentryEach::new()),

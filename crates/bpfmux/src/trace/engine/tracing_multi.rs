@@ -1,7 +1,11 @@
 //! Upstream tracing_multi (Linux 7.2+): one program, one link over the BTF
 //! ids of many functions; the kernel still builds a trampoline per function
-//! but batches the ftrace updates. With `global` set the link asks for this
-//! series' global-trampoline backend instead (`BPF_F_TRACING_MULTI_GLOBAL`).
+//! but batches the ftrace updates. With `global` set (the `global` engine)
+//! the link asks for this series' global-trampoline backend instead
+//! (`link_create.flags = BPF_F_TRACING_MULTI_GLOBAL`): the kernel runs every
+//! function through one shared trampoline and a per-function metadata
+//! lookup instead of building a trampoline each. It is chosen only when the
+//! feature probe saw the kernel accept that flag.
 //!
 //! A link's ids must all belong to the program's attach BTF, so functions
 //! are grouped by BTF object (vmlinux, each module), one program copy each.
@@ -9,7 +13,9 @@
 //! The exit side: fsession.multi (one program, one link) upstream and on
 //! series kernels whose global backend has it; on older series kernels a
 //! second link with an fexit.multi program, paired with the entry through
-//! per-thread call stacks in the BPF program ([`ExitSide::Pair`]).
+//! per-thread call stacks in the BPF program ([`ExitSide::Pair`]), which
+//! every series kernel accepts ([`crate::features::fexit_multi_global`]
+//! probes it).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
