@@ -19,8 +19,8 @@ use anyhow::{anyhow, Context as _};
 use libbpf_rs::libbpf_sys;
 
 use super::{
-    is_fatal, spread_sample, Breakdown, Control, Engine, EngineKind, Interrupted, Refused, Targets,
-    FATAL_AFTER_SINGLES,
+    is_fatal, nothing_attaches, spread_sample, Breakdown, Control, Engine, EngineKind, Interrupted,
+    Refused, Targets,
 };
 use crate::sys::bpf;
 use crate::trace::btf::module_btf_fd;
@@ -239,8 +239,7 @@ impl Engine for FentryEach {
                             let errno = errno_of(e).map(io::Error::from_raw_os_error);
                             let failed = results.lock().map_or(0, |r| r.len()) + 1;
                             if errno.as_ref().is_some_and(is_fatal)
-                                || (ok_count.load(Ordering::Relaxed) == 0
-                                    && failed >= FATAL_AFTER_SINGLES)
+                                || nothing_attaches(ok_count.load(Ordering::Relaxed), failed)
                             {
                                 stop.store(true, Ordering::Relaxed);
                                 if let Ok(mut f) = fatal.lock() {

@@ -421,6 +421,13 @@ fn is_fatal(e: &io::Error) -> bool {
 /// either, the attach fails as a whole.
 const FATAL_AFTER_SINGLES: usize = 8;
 
+/// Whether so many single functions were refused, with none attached,
+/// that the refusal may be the kernel's: the rule both attach strategies
+/// (bisection, one program per function) stop by.
+pub(crate) fn nothing_attaches(attached: usize, refused: usize) -> bool {
+    attached == 0 && refused >= FATAL_AFTER_SINGLES
+}
+
 /// Up to FATAL_AFTER_SINGLES elements spread evenly over `idx`.
 pub(crate) fn spread_sample(idx: &[usize]) -> Vec<usize> {
     let n = idx.len();
@@ -474,7 +481,7 @@ pub(crate) fn attach_bisect<L>(
                     index: idx[0],
                     error: e.to_string(),
                 });
-                if st.attached == 0 && !st.kernel_ok && st.refused.len() >= FATAL_AFTER_SINGLES {
+                if !st.kernel_ok && nothing_attaches(st.attached, st.refused.len()) {
                     // Does the kernel take any function at all? Each try is
                     // closed again at once: the bisection attaches for real.
                     let tried: Vec<usize> = std::mem::take(&mut st.sample)
