@@ -31,11 +31,12 @@ struct {
 
 /*
  * cfg[0]: errno fmod_ret returns (0: let the call through); cfg[1]: do_mmap length to
- * record; cfg[2]: what args7_fmodret returns (0: let the call through)
+ * record; cfg[2]: what args7_fmodret returns (0: let the call through); cfg[3]: a 64-bit
+ * value fmod_ret returns instead of an errno (0: none)
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, __u64);
 } cfg SEC(".maps");
@@ -93,15 +94,21 @@ int BPF_PROG(fexit_one)
 }
 
 SEC("fmod_ret.multi")
-int BPF_PROG(fmodret_multi)
+long BPF_PROG(fmodret_multi)
 {
-	__u32 k = 0;
-	__u64 *err = bpf_map_lookup_elem(&cfg, &k);
+	__u32 k = 0, kv = 3;
+	__u64 *err = bpf_map_lookup_elem(&cfg, &k), *val = bpf_map_lookup_elem(&cfg, &kv);
 
-	if (!mine() || !err || !*err)
+	if (!mine() || !err || !val || (!*err && !*val))
 		return 0;
 	bump(bpf_get_func_ip(ctx));
-	return -(int)*err;
+	/* All of R0 is the function's return value: 64 bits, not an int. */
+	if (*val) {
+		long v = *val;
+
+		return v;
+	}
+	return -(long)*err;
 }
 
 /* do_mmap seen by a plain fentry program: [0..8] arguments, [9] calls */

@@ -10,4 +10,5 @@ if on ours; then
 	run gexit-session "$bin/gexit" session 200
 	run gexit-kinds "$bin/gexit" kinds 200
 	run gexit-args7 "$bin/gexit" args7
+	run gexit-pinned "$bin/gexit" pinned 100
 fi
