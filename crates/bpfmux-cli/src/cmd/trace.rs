@@ -122,8 +122,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.command.is_some() && args.pid.is_some() {
         bail!("-c traces its own process; it cannot be combined with --pid");
     }
-    let engine = args.engine.as_deref().map(str::parse::<EngineKind>);
-    let engine = engine.transpose()?;
+    let engine = args
+        .engine
+        .as_deref()
+        .map(str::parse::<EngineKind>)
+        .transpose()?;
     let cgroup_id = args.cgroup.as_deref().map(inputs::cgroup_id).transpose()?;
     if let Some(pid) = args.pid {
         inputs::check_pid(pid)?;
@@ -150,16 +153,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cgroup_id,
         comm: args.comm.clone(),
     };
-    let (capture, kstack, ustack) = (args.args, args.stacks, args.stacks);
-    let (latency, engine) = (args.latency, engine);
     let opts = trace::TraceOptions {
         patterns,
         excludes,
         engine,
-        latency,
-        capture,
-        kstack,
-        ustack,
+        latency: args.latency,
+        capture: args.args,
+        kstack: args.stacks,
+        ustack: args.stacks,
         filters,
     };
     let plan = trace::plan(opts)?;
