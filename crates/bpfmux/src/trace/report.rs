@@ -312,6 +312,56 @@ mod tests {
     }
 
     #[test]
+    fn intervals_in_each_form() {
+        let st = |calls| FuncStats {
+            calls,
+            ..Default::default()
+        };
+        let rows = [Row {
+            index: 0,
+            name: "vfs_read".into(),
+            interval: st(3),
+            total: st(10),
+        }];
+        let iv = Interval {
+            elapsed: Duration::from_secs(2),
+            secs: 1.0,
+            rows: &rows,
+            functions: 7,
+            engine: EngineKind::Global,
+        };
+        let text = |r: &mut dyn FnMut(&mut Vec<u8>)| {
+            let mut out = Vec::new();
+            r(&mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let json = text(&mut |o| JsonLines::new(o, true).interval(&iv).unwrap());
+        assert_eq!(
+            json,
+            "{\"elapsed_s\":2.0,\"functions\":[{\"calls\":3,\"name\":\"vfs_read\",\"total\":10}],\
+             \"interval_s\":1.0,\"type\":\"interval\"}\n"
+        );
+        // With per-call events (--args), no interval lines in either form.
+        assert_eq!(
+            text(&mut |o| JsonLines::new(o, false).interval(&iv).unwrap()),
+            ""
+        );
+        assert_eq!(
+            text(&mut |o| PlainText::new(o, false, None, false).interval(&iv).unwrap()),
+            ""
+        );
+        let plain = text(&mut |o| PlainText::new(o, false, None, true).interval(&iv).unwrap());
+        assert!(plain.ends_with(" vfs_read 3 total 10\n"), "{plain}");
+        let live = text(&mut |o| LiveTable::new(o, false, Some(5)).interval(&iv).unwrap());
+        let lines: Vec<_> = live.lines().collect();
+        assert_eq!(
+            lines[0],
+            "\x1b[H\x1b[2Jbpfmux trace: 7 functions, engine global, 2 s"
+        );
+        assert!(lines[1].starts_with("FUNCTION") && lines[2].starts_with("vfs_read"));
+    }
+
+    #[test]
     fn totals_table_has_latency_columns() {
         let s = FuncStats {
             calls: 12,
