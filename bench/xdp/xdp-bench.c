@@ -30,7 +30,7 @@
 #include <bpf/libbpf.h>
 
 #define MAX_ROWS 8
-/* Series UAPI (kernel/README.md, crates/bpfmux/src/xdp/kernel_chain.rs) */
+/* Series UAPI (kernel/README.md, crates/bpfmux/src/sys/chain.rs) */
 #define BPF_PROG_CHAIN_ADD 39
 #define BPF_PROG_CHAIN_GET 41
 #define BPF_F_CHAIN_WILDCARD 1
