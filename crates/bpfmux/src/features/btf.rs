@@ -1,8 +1,10 @@
 //! Kernel BTF lookups the probes need: FUNC ids of real kernel functions
 //! (trampoline targets) and UAPI enum values (to find new attach types).
 
+use std::ptr::NonNull;
+
 use libbpf_rs::btf::types::{Enum, Func};
-use libbpf_rs::Btf;
+use libbpf_rs::{libbpf_sys, AsRawLibbpf, Btf};
 
 use super::Probe;
 
@@ -33,6 +35,18 @@ impl KernelBtf {
             Ok(b) => Probe::yes(format!("/sys/kernel/btf/vmlinux parsed: {} types", b.len())),
             Err(e) => Probe::no(format!("vmlinux BTF unavailable: {e}")),
         }
+    }
+
+    /// The loaded vmlinux BTF as libbpf's object, for readers in this crate
+    /// that walk it themselves (trace selection), so that a run parses it
+    /// once. Valid while `self` lives.
+    pub(crate) fn raw(&self) -> Option<NonNull<libbpf_sys::btf>> {
+        self.btf.as_ref().ok().map(|b| b.as_libbpf_object())
+    }
+
+    /// Why vmlinux BTF could not be read, when it could not.
+    pub(crate) fn load_error(&self) -> Option<&str> {
+        self.btf.as_ref().err().map(String::as_str)
     }
 
     /// BTF FUNC id of a kernel function.

@@ -8,11 +8,13 @@
 use std::ffi::{CStr, CString};
 use std::fs;
 use std::io;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use libbpf_rs::libbpf_sys;
 
 use super::pattern::Scope;
+use crate::features::KernelBtf;
 
 const KIND_INT: u32 = 1;
 const KIND_PTR: u32 = 2;
@@ -90,6 +92,8 @@ pub struct BtfObj {
     pub scope: Scope,
     /// First type id of this object (after the base's ids for a module).
     first_id: u32,
+    /// Freed on drop; false for vmlinux BTF borrowed from a [`KernelBtf`].
+    owned: bool,
 }
 
 // SAFETY: the btf is only read after loading, and libbpf's read paths keep
@@ -99,35 +103,46 @@ unsafe impl Sync for BtfObj {}
 
 impl Drop for BtfObj {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: we own the pointer; module objects are dropped before their
         // base (see KernelBtfs field order).
         unsafe { libbpf_sys::btf__free(self.ptr.as_ptr()) };
     }
 }
 
-/// vmlinux BTF plus the BTF of the modules asked for.
-pub struct KernelBtfs {
+/// vmlinux BTF plus the BTF of the modules asked for; `'a` is the
+/// [`KernelBtf`] the vmlinux part may be borrowed from.
+pub struct KernelBtfs<'a> {
     // Declared first, dropped first: split BTF refers to its base.
     modules: Vec<BtfObj>,
     vmlinux: BtfObj,
+    base: PhantomData<&'a KernelBtf>,
 }
 
 fn last_io_error() -> io::Error {
     io::Error::last_os_error()
 }
 
-impl KernelBtfs {
-    pub fn load_vmlinux() -> Result<Self, BtfError> {
-        // SAFETY: plain libbpf call; NULL with errno on failure.
-        let ptr = unsafe { libbpf_sys::btf__load_vmlinux_btf() };
-        let ptr = NonNull::new(ptr).ok_or_else(|| BtfError::Vmlinux(last_io_error()))?;
+impl<'a> KernelBtfs<'a> {
+    /// The vmlinux BTF that `btf` already parsed (engine choice and
+    /// selection read the same object: one parse per run).
+    pub fn borrow_vmlinux(btf: &'a KernelBtf) -> Result<Self, BtfError> {
+        let ptr = btf.raw().ok_or_else(|| {
+            BtfError::Vmlinux(io::Error::other(
+                btf.load_error().unwrap_or("not loaded").to_owned(),
+            ))
+        })?;
         Ok(Self {
             modules: Vec::new(),
             vmlinux: BtfObj {
                 ptr,
                 scope: Scope::Vmlinux,
                 first_id: 1,
+                owned: false,
             },
+            base: PhantomData,
         })
     }
 
@@ -168,6 +183,7 @@ impl KernelBtfs {
             ptr,
             scope: Scope::Module(module.into()),
             first_id,
+            owned: true,
         });
         Ok(())
     }

@@ -139,16 +139,29 @@ pub struct Plan {
 /// kernel unless `opts.engine` forces one). Nothing is loaded yet.
 pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
     let needs_exit = opts.needs_exit();
-    let choice = engine::choose(opts.engine, needs_exit)?;
+    // One vmlinux BTF parse for the engine probes and the selection, with
+    // the listings globs need read meanwhile.
     let t0 = Instant::now();
-    let selection = select::select(&opts.patterns, &opts.excludes, SelectOptions { needs_exit })?;
+    let pending = select::start_listings(&opts.patterns);
+    let btf = crate::features::KernelBtf::load();
+    let btf_time = t0.elapsed();
+    let choice = engine::choose(opts.engine, needs_exit, &btf)?;
+    let t1 = Instant::now();
+    let selection = select::select_in(
+        &btf,
+        pending,
+        btf_time,
+        &opts.patterns,
+        &opts.excludes,
+        SelectOptions { needs_exit },
+    )?;
     Ok(Plan {
         opts,
         selection,
         engine: choice.kind,
         exit: choice.exit,
         skipped_engines: choice.skipped,
-        select_time: t0.elapsed(),
+        select_time: btf_time + t1.elapsed(),
     })
 }
 

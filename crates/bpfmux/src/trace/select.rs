@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use super::btf::{BtfError, KernelBtfs, Proto};
 use super::listings::{self, ListingError, Seen};
 use super::pattern::{Pattern, Scope};
+use crate::features::KernelBtf;
 
 /// The verifier's `btf_id_deny`: never attachable by a tracing program.
 const DENIED: &[&str] = &[
@@ -251,6 +252,31 @@ pub fn select(
     excludes: &[Pattern],
     opts: SelectOptions,
 ) -> Result<Selection, SelectError> {
+    let t0 = Instant::now();
+    let pending = start_listings(patterns);
+    let btf = KernelBtf::load();
+    select_in(&btf, pending, t0.elapsed(), patterns, excludes, opts)
+}
+
+/// Globs need the kernel's listings, which it generates slowly: started
+/// before vmlinux BTF is parsed, they are read meanwhile.
+pub(crate) fn start_listings(patterns: &[Pattern]) -> Option<listings::Pending> {
+    patterns
+        .iter()
+        .any(|p| !p.is_exact())
+        .then(listings::Pending::start)
+}
+
+/// [`select`] on vmlinux BTF the caller parsed already (`btf_time` it took,
+/// counted in the BTF phase), with the listings it started.
+pub(crate) fn select_in(
+    btf: &KernelBtf,
+    pending: Option<listings::Pending>,
+    btf_time: Duration,
+    patterns: &[Pattern],
+    excludes: &[Pattern],
+    opts: SelectOptions,
+) -> Result<Selection, SelectError> {
     if patterns.is_empty() {
         return Err(SelectError::NoPatterns);
     }
@@ -261,17 +287,13 @@ pub fn select(
     let excludes = first_of_each(excludes);
     let mut phase = Instant::now();
     let mut phases = Vec::new();
+    let mut spent = btf_time;
     let mut lap = |name: &'static str| {
-        phases.push((name, phase.elapsed()));
+        phases.push((name, phase.elapsed() + spent));
+        spent = Duration::ZERO;
         phase = Instant::now();
     };
-    // Globs need the kernel's listings, which it generates slowly: read
-    // them while BTF is parsed and matched.
-    let pending = patterns
-        .iter()
-        .any(|p| !p.is_exact())
-        .then(listings::Pending::start);
-    let mut btfs = KernelBtfs::load_vmlinux()?;
+    let mut btfs = KernelBtfs::borrow_vmlinux(btf)?;
     // Module BTF is loaded only where a pattern may reach into modules.
     let modules = KernelBtfs::module_names();
     for p in &patterns {
@@ -392,7 +414,7 @@ pub struct Candidate {
 /// when it exists but cannot be traced, an error when no BTF has it.
 /// `index` maps vmlinux FUNC names to ids (when there are many names).
 fn find_exact(
-    btfs: &mut KernelBtfs,
+    btfs: &mut KernelBtfs<'_>,
     modules: &[String],
     p: &Pattern,
     index: Option<&HashMap<String, u32>>,

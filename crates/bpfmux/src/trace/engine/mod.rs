@@ -221,12 +221,16 @@ pub struct Choice {
 }
 
 /// The requested engine if it works here, or the first that does; with the
-/// reasons the better ones were passed over.
-pub fn choose(requested: Option<EngineKind>, needs_exit: bool) -> Result<Choice, ChooseError> {
+/// reasons the better ones were passed over. `btf` is vmlinux BTF, which
+/// the caller selects functions with too: one parse per run.
+pub fn choose(
+    requested: Option<EngineKind>,
+    needs_exit: bool,
+    btf: &KernelBtf,
+) -> Result<Choice, ChooseError> {
     features::quiet_libbpf();
-    let btf = KernelBtf::load();
     if let Some(kind) = requested {
-        return match check(kind, needs_exit, &btf) {
+        return match check(kind, needs_exit, btf) {
             Ok(exit) => Ok(Choice {
                 kind,
                 exit,
@@ -237,7 +241,7 @@ pub fn choose(requested: Option<EngineKind>, needs_exit: bool) -> Result<Choice,
     }
     let mut skipped = Vec::new();
     for kind in EngineKind::ALL {
-        match check(kind, needs_exit, &btf) {
+        match check(kind, needs_exit, btf) {
             Ok(exit) => {
                 return Ok(Choice {
                     kind,
