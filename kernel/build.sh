@@ -124,9 +124,10 @@ export KBUILD_BUILD_TIMESTAMP='1970-01-01' KBUILD_BUILD_USER=bpfmux KBUILD_BUILD
 start=$(date +%s)
 echo "build: make -j$jobs bzImage modules_prepare (output in $out)" >&2
 # A first build is long: say so before it starts (measured from scratch on 2 cores,
-# empty ccache: 1,293 s; issue 22).
+# empty ccache: 914 s, bench/results/raw/kernel-build-scratch-after.log; 1,293 s on a
+# slower machine).
 if [ ! -e "$out/vmlinux" ]; then
-	echo "build: first build in $out: about 22 min on 2 cores (less with more cores or a warm ccache)" >&2
+	echo "build: first build in $out: about 15 min on 2 cores (less with more cores or a warm ccache)" >&2
 fi
 # modules_prepare: guest tests build small test modules out of tree against this directory.
 make -s O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" bzImage modules_prepare
