@@ -20,6 +20,12 @@
  * The functions are the safe traceable ones (tests/guest/lib/funcs.c), in BTF order;
  * N = 1, 1000, 10000 and all of them. An engine the kernel does not have reports
  * "not available on this kernel" with the error of the attempt.
+ *
+ * --insn (under `vm/run --insn --smp 1`): the guest instructions of each multi-link's
+ * attach and detach, counted by the QEMU plugin around the one syscall and folded to
+ * kernel symbols; with one vCPU the window holds everything the kernel did meanwhile
+ * (kworkers, RCU callbacks, interrupts). Then the global engine's profile is printed
+ * next to kprobe.multi's for each count both have: where the two attaches differ.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +40,7 @@
 #include <bpf/libbpf.h>
 #include "lib/check.h"
 #include "lib/funcs.h"
+#include "lib/insn.h"
 
 #ifdef BPFMUX_HAVE_GLOBAL_TRAMP	/* set by tests/guest/Makefile: the UAPI has it */
 #define GLOBAL_FLAG BPF_F_TRACING_MULTI_GLOBAL
@@ -57,6 +64,9 @@ struct result {
 	long kmem_kb, avail_kb, left_kb;
 	/* --runs: program runs counted while attaching and while detaching, or -1 */
 	long long runs_attach, runs_detach;
+	/* --insn: guest instructions of the attach and of the detach, folded to symbols */
+	long long insn_attach, insn_detach;
+	struct insn_prof prof_attach, prof_detach;
 };
 
 #define MAX_RESULTS 256
@@ -66,7 +76,7 @@ static int nresults;
 static struct {
 	size_t single_cap;	/* fentry engine: at most this many functions */
 	double single_budget;	/* fentry engine: stop attaching after this many seconds */
-	int quick, max_args, runs;
+	int quick, max_args, runs, insn;
 	const char *json;
 	char dir[4096];
 } opt = { 2000, 300, 0, 12 };
@@ -216,6 +226,21 @@ static long long run_cnt(struct bpf_program *prog)
 	return info.run_cnt;
 }
 
+/* --insn: the window that just ended, folded into @p; its instruction count, or -1. */
+static long long insn_fold_window(struct insn_prof *p)
+{
+	struct insn_window w = {};
+	long long count;
+
+	if (insn_read(&w))
+		return -1;
+	count = w.count;
+	if (insn_fold(&w, p))
+		count = -1;
+	insn_window_free(&w);
+	return count;
+}
+
 static void run_multi(struct result *r)
 {
 	const char *prog_name = r->engine == KPROBE_MULTI ? "empty_kprobe_multi" :
@@ -251,7 +276,13 @@ static void run_multi(struct result *r)
 			fprintf(stderr, "attach: --runs: run-time stats: %s\n", strerror(errno));
 	}
 	t0 = now();
+	if (opt.insn)
+		INSN_BEGIN_PROFILE();
 	link = attach_multi(prog, r->engine, 0, r->want);
+	if (opt.insn) {
+		INSN_END();
+		r->insn_attach = insn_fold_window(&r->prof_attach);
+	}
 	r->attach_s = now() - t0;
 	if (stats_fd >= 0 && link)
 		r->runs_attach = run_cnt(prog);
@@ -279,7 +310,13 @@ static void run_multi(struct result *r)
 	/* Runs while detaching only: reading the counters above runs it too. */
 	runs = stats_fd >= 0 ? run_cnt(prog) : 0;
 	t0 = now();
+	if (opt.insn)
+		INSN_BEGIN_PROFILE();
 	bpf_link__destroy(link);
+	if (opt.insn) {
+		INSN_END();
+		r->insn_detach = insn_fold_window(&r->prof_detach);
+	}
 	r->detach_s = now() - t0;
 	if (stats_fd >= 0) {
 		r->runs_detach = run_cnt(prog) - runs;
@@ -392,10 +429,13 @@ static void run_one(enum engine e, size_t want)
 		struct result scratch = { .engine = e, .want = 1 };
 
 		warm[e] = 1;
-		if (e == FENTRY_EACH)
+		if (e == FENTRY_EACH) {
 			run_each(&scratch);
-		else
+		} else {
 			run_multi(&scratch);
+			insn_prof_free(&scratch.prof_attach);
+			insn_prof_free(&scratch.prof_detach);
+		}
 	}
 	fprintf(stderr, "attach: %s on %zu functions\n", engine_name[e], want);
 	if (e == FENTRY_EACH && want > opt.single_cap) {
@@ -430,6 +470,33 @@ static void print_result(const struct result *r)
 	if (r->got && opt.runs && r->runs_attach >= 0)
 		printf("%-14s %8zu runs while attaching %lld, while detaching %lld\n",
 		       engine_name[r->engine], r->got, r->runs_attach, r->runs_detach);
+	if (r->got && opt.insn)
+		printf("%-14s %8zu guest instructions: attach %lld, detach %lld\n",
+		       engine_name[r->engine], r->got, r->insn_attach, r->insn_detach);
+	fflush(stdout);
+}
+
+/* --insn: global next to kprobe.multi, per count both attached, attach then detach. */
+static void print_insn_profiles(void)
+{
+	for (int i = 0; i < nresults; i++) {
+		const struct result *g = &results[i], *k = NULL;
+
+		if (g->engine != GLOBAL || !g->got || !g->prof_attach.n)
+			continue;
+		for (int j = 0; j < nresults; j++)
+			if (results[j].engine == KPROBE_MULTI && results[j].got == g->got &&
+			    results[j].prof_attach.n)
+				k = &results[j];
+		if (!k)
+			continue;
+		printf("\n### Attach of %zu functions, guest instructions by symbol\n\n", g->got);
+		insn_prof_print(stdout, &g->prof_attach, 1, "global", &k->prof_attach, 1,
+				"kprobe.multi", 40);
+		printf("\n### Detach of %zu functions, guest instructions by symbol\n\n", g->got);
+		insn_prof_print(stdout, &g->prof_detach, 1, "global", &k->prof_detach, 1,
+				"kprobe.multi", 25);
+	}
 	fflush(stdout);
 }
 
@@ -490,11 +557,15 @@ static void usage(const char *argv0)
 		"                   (run-time stats on: times are then not comparable)\n"
 		"  --cycles N       every row N times (1-50), then the kernel memory left\n"
 		"                   after the last cycle against before the first\n"
+		"  --insn           guest instructions of each multi-link attach and detach,\n"
+		"                   by kernel symbol (vm/run --insn --smp 1; global vs kprobe.multi)\n"
 		"examples:\n"
 		"  %s --quick\n"
 		"  %s --counts 1,1000 global kprobe.multi\n"
 		"  %s --runs --counts 0 global kprobe.multi\n"
-		"  %s --cycles 10 --counts 0 global\n", argv0, argv0, argv0, argv0, argv0);
+		"  %s --cycles 10 --counts 0 global\n"
+		"  %s --insn --counts 0 global kprobe.multi\n", argv0, argv0, argv0, argv0, argv0,
+		argv0);
 }
 
 int main(int argc, char **argv)
@@ -531,6 +602,8 @@ int main(int argc, char **argv)
 			opt.max_args = atoi(v), i++;
 		} else if (!strcmp(a, "--runs")) {
 			opt.runs = 1;
+		} else if (!strcmp(a, "--insn")) {
+			opt.insn = 1;
 		} else if (!strcmp(a, "--cycles") && v) {
 			cycles = atoi(v), i++;
 			if (cycles < 1 || cycles > 50) {
@@ -560,6 +633,8 @@ int main(int argc, char **argv)
 			MAX_RESULTS);
 		return 2;
 	}
+	if (opt.insn && (insn_open() || insn_pin()))
+		return 1;
 	prog_dir(opt.dir, sizeof(opt.dir), argv[0]);
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 	libbpf_set_print(NULL);
@@ -600,6 +675,8 @@ int main(int argc, char **argv)
 		       kmem(after) - kmem(before), after.slab - before.slab,
 		       after.vmalloc - before.vmalloc, after.percpu - before.percpu);
 	}
+	if (opt.insn)
+		print_insn_profiles();
 	for (int i = 0; i < nresults; i++)
 		bad += !strncmp(results[i].status, "error", 5);
 	if (opt.json && write_json(opt.json, 0))
