@@ -32,10 +32,13 @@ kernel-export:
 	kernel/export.sh
 
 # Debian packages of the patched kernel for real machines; the packaged image is booted in
-# the guest and must pass the smoke part of the suite.
+# the guest and must pass the smoke part of the suite. Single-threaded TCG (2 vCPUs still):
+# with one host thread per vCPU, boot-time text patching sometimes dies of an unclaimed
+# int3 under QEMU, stock kernels included (kernel/README.md, "Known issues").
 kernel-deb: kernel guest-programs cli
 	kernel/deb.sh
-	vm/run --kernel "$$(ls build/kernel-deb/boot/vmlinuz-*)" --timeout 900 -- tests/guest/suite.sh ours 10
+	vm/run --kernel "$$(ls build/kernel-deb/boot/vmlinuz-*)" --single-thread --timeout 900 -- \
+		tests/guest/suite.sh ours 10
 
 images: deps
 	vm/fetch-images.sh
