@@ -539,7 +539,8 @@ def attach_section(runs, out, lines):
         "MemAvailable (cross-check); *left* = what is still allocated after the detach once "
         "kernel memory stops shrinking (deferred frees; also waited for before each row, at "
         "most ~15 s). Each engine is attached once on one function first so one-time "
-        "setup is not billed to a row.\n")
+        "setup is not billed to a row. The same attaches counted in guest instructions, "
+        "symbol by symbol (`bench/attach --insn`): [attach-insn.md](attach-insn.md).\n")
     lines.append("| what | theirs (seed 001, bare metal) | "
                  + " | ".join(f"ours: {k} (guest)" for k in present) + " |")
     lines.append("|---|---|" + "---|" * len(present))
