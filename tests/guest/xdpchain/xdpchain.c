@@ -784,9 +784,22 @@ static void *runner(void *arg)
 	return NULL;
 }
 
+/* The race's chain changes: counts failures and remembers the first, with its errno. */
+static long failed_ops;
+static char first_failure[128];
+
+static void race_op(int ret, const char *what)
+{
+	if (!ret)
+		return;
+	if (!failed_ops++)
+		snprintf(first_failure, sizeof(first_failure), "; first: %s: %s", what,
+			 strerror(errno));
+}
+
 static int cmd_race(int secs)
 {
-	long ops = 0, failed_ops = 0;
+	long ops = 0;
 	pthread_t thread;
 	int keep[2];
 	double end;
@@ -795,7 +808,7 @@ static int cmd_race(int secs)
 	/* An unrelated chain stays throughout: the race is about entries and programs. */
 	keep[0] = load_xdp(XDP_PASS);
 	keep[1] = load_xdp(XDP_DROP);
-	failed_ops += !!add(keep[0], XDP_PASS, keep[1], 0);
+	race_op(add(keep[0], XDP_PASS, keep[1], 0), "add keep -PASS-> drop");
 	pthread_create(&thread, NULL, runner, NULL);
 	end = now() + secs;
 	while (now() < end) {
@@ -804,20 +817,21 @@ static int cmd_race(int secs)
 		 */
 		int n = load_xdp(XDP_DROP);
 
-		failed_ops += !!add(fds[A], XDP_PASS, fds[B], 0);
-		failed_ops += !!add(fds[B], XDP_PASS, n, 0);
+		race_op(add(fds[A], XDP_PASS, fds[B], 0), "add a -PASS-> b");
+		race_op(add(fds[B], XDP_PASS, n, 0), "add b -PASS-> n");
 		close(n);
-		failed_ops += !!add(fds[A], XDP_PASS, fds[C], BPF_F_CHAIN_REPLACE);
-		failed_ops += !!add(fds[A], XDP_PASS, fds[B], BPF_F_CHAIN_REPLACE);
-		failed_ops += !!del(fds[B], XDP_PASS, 0);
-		failed_ops += !!del(fds[A], XDP_PASS, 0);
+		race_op(add(fds[A], XDP_PASS, fds[C], BPF_F_CHAIN_REPLACE), "replace a -PASS-> c");
+		race_op(add(fds[A], XDP_PASS, fds[B], BPF_F_CHAIN_REPLACE), "replace a -PASS-> b");
+		race_op(del(fds[B], XDP_PASS, 0), "delete b's entry");
+		race_op(del(fds[A], XDP_PASS, 0), "delete a's entry");
 		ops += 6;
 	}
 	stop_runner = 1;
 	pthread_join(thread, NULL);
 	close(keep[0]);
 	close(keep[1]);
-	check(ops > 0 && failed_ops == 0, "%ld chain changes, %ld failed", ops, failed_ops);
+	check(ops > 0 && failed_ops == 0, "%ld chain changes, %ld failed%s", ops, failed_ops,
+	      first_failure);
 	check(runs > 0 && bad_verdicts == 0, "%ld test runs x50 meanwhile, %ld bad verdicts", runs,
 	      bad_verdicts);
 	return check_failures != 0;
