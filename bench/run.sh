@@ -78,9 +78,10 @@ kernel_facts() {
 		img=$kout/arch/x86/boot/bzImage
 		echo "image: bzImage sha256 $(sha256sum "$img" | cut -c1-16), built $(date -u -r "$img" '+%Y-%m-%d %H:%M UTC')"
 		echo "image sha256: $(sha256sum "$img" | cut -d' ' -f1)"
-		# the newest kernel tree commit at the image's build time (the build leaves no stamp)
-		echo "kernel commit: $(git -C "$cache/linux" rev-list -1 --before="@$(stat -c %Y "$img")" HEAD 2>/dev/null || echo unknown) (kernel tree HEAD's newest commit older than the image)"
-		echo "tree: kernel tree HEAD when the benchmark ran (the image may be older): $(git -C "$cache/linux" log -1 --format='%h %s' 2>/dev/null || echo unknown), $(git -C "$cache/linux" rev-list --count base..HEAD 2>/dev/null || echo '?') commits on base"
+		# what kernel/build.sh recorded next to the image, not the tree's HEAD now
+		tree=$("$repo/kernel/image-tree.sh" "$kout")
+		echo "kernel commit: ${tree%% *}"
+		echo "tree: the image was built from $tree"
 		echo "config: x86_64_defconfig + kvm_guest.config + kernel/config/bpfmux.config (.config sha256 $(sha256sum "$kout/.config" 2>/dev/null | cut -c1-16))"
 		;;
 	stock-*)

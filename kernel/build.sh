@@ -132,6 +132,18 @@ fi
 # modules_prepare: guest tests build small test modules out of tree against this directory.
 make -s O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" bzImage modules_prepare
 echo "build: bzImage ready in $(($(date +%s) - start)) s: $out/arch/x86/boot/bzImage" >&2
+# What the image was built from, for the benchmarks' reports (kernel/image-tree.sh): the
+# tree's HEAD may move on while an older image is being measured.
+{
+	echo "tree: $(git log -1 --format='%H %s')"
+	echo "commits on base: $(git rev-list --count base..HEAD)"
+	if [ -z "$(git status --porcelain --untracked-files=no)" ]; then
+		echo "edits: none"
+	else
+		echo "edits: uncommitted changes in the tree"
+	fi
+	echo "bzImage sha256: $(sha256sum "$out/arch/x86/boot/bzImage" | cut -d' ' -f1)"
+} >"$out/bpfmux-image.txt"
 
 # libbpf of the same tree (it carries the series' libbpf patches) for the guest tests,
 # plus the tree's UAPI headers: the tests must see this kernel's bpf.h, not the host's.

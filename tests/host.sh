@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Host-side checks for the Rust workspace: formatting, lints, tests, docs; and the build of the
-# instruction-counting QEMU plugin (tests/insn-plugin.sh).
+# Host-side checks for the Rust workspace: formatting, lints, tests, docs; the build of the
+# instruction-counting QEMU plugin (tests/insn-plugin.sh); kernel/image-tree.sh
+# (tests/image-tree.sh).
 # Needs: Rust toolchain (rustfmt, clippy), clang, libelf-dev, zlib1g-dev,
 # pkg-config; binutils (readelf, objdump, addr2line) and libc6-dbg for the
 # symbolization checks, util-linux (unshare) and iproute2 for the namespace
@@ -23,3 +24,5 @@ echo "== cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== instruction counter plugin (tests/insn-plugin.sh)"
 tests/insn-plugin.sh
+echo "== what tree an image was built from (tests/image-tree.sh)"
+tests/image-tree.sh

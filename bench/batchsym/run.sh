@@ -98,7 +98,7 @@ when=$(date -u '+%Y-%m-%d %H:%M UTC')
 		echo "ran $label $when, commit $commit, parts: $parts"
 	done
 	if [[ $labels == *" ours "* ]]; then
-		echo "tree $(git -C "$cache/linux" log -1 --format='%h %s' 2>/dev/null || echo unknown)"
+		echo "tree $("$repo/kernel/image-tree.sh" "$kout")"
 	fi
 } >"$raw/meta.txt.new"
 mv "$raw/meta.txt.new" "$raw/meta.txt"

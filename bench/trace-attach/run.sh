@@ -84,7 +84,7 @@ git diff --quiet HEAD -- crates bench/trace-attach || commit="$commit (+ uncommi
 
 image_of() {
 	case $1 in
-	ours) echo "bzImage sha256 $(sha256sum "$kout/arch/x86/boot/bzImage" | cut -c1-16), built $(date -u -r "$kout/arch/x86/boot/bzImage" '+%Y-%m-%d %H:%M UTC'); kernel tree $(git -C "$cache/linux" log -1 --format='%h %s' 2>/dev/null || echo unknown)" ;;
+	ours) echo "bzImage sha256 $(sha256sum "$kout/arch/x86/boot/bzImage" | cut -c1-16), built $(date -u -r "$kout/arch/x86/boot/bzImage" '+%Y-%m-%d %H:%M UTC'); built from $("$repo/kernel/image-tree.sh" "$kout")" ;;
 	stock-*) echo "Debian $(cat "$cache/images/$1/VERSION" 2>/dev/null || echo '?')" ;;
 	*) echo "$1" ;;
 	esac
