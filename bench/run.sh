@@ -62,7 +62,7 @@ mkdir -p "$raw"
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "start: $(date +%s)"
 	echo "commit: $(git rev-parse HEAD)"
-	if git diff --quiet HEAD -- bench tests/guest/lib; then
+	if git diff --quiet HEAD -- bench tests/guest/lib ':!bench/results'; then
 		echo "tree: clean (bench/, tests/guest/lib/)"
 	else
 		echo "tree: uncommitted changes in bench/ or tests/guest/lib/"
@@ -184,6 +184,10 @@ if [ -n "$others" ]; then
 	done
 fi
 
+# The whole run's length, for the report's first line (only a run of every part has it).
+if [ -n "$guests" ] && [ -n "$others" ]; then
+	echo "end: $(date +%s)" >>"$raw/meta.txt"
+fi
 if ! python3 bench/report.py "$out"; then
 	say "writing the report failed"
 	exit 1
