@@ -67,7 +67,8 @@ def main():
                  f"records, {i.get('functions', '?')} candidate functions"
                  + (f"; ran {ran}" if ran else ""))
     o.append(f"- kernel tree of ours: {meta.get('tree', ['?'])[0]}")
-    o.append("""- guest: QEMU TCG, 2 vCPUs; everything emulated, so compare ratios, not absolute times.
+    guest = meta.get("guest", ["2 vCPUs"])[0]
+    o.append(f"""- guest: QEMU TCG, {guest}; everything emulated, so compare ratios, not absolute times.
   `before` is our kernel without the patch (same config and symbol table): the clean before/after.
   stock 7.3.4 is Debian's build (its own, larger symbol table) with the same upstream code.
 - names: vmlinux functions with exactly one kallsyms symbol, traceable, not on the kprobe
