@@ -41,7 +41,7 @@ fn run() -> anyhow::Result<()> {
         }
     }
     if !keep {
-        xdp::detach(iface)?;
+        xdp::detach(iface, false)?;
         println!("detached");
     }
     Ok(())

@@ -9,9 +9,17 @@
 //! one completely and swaps it in with one link update, so every packet
 //! runs either the old set or the new one. State lives in bpffs, so
 //! [`list`] and [`detach`] work from any later process.
+//!
+//! The `libxdp` engine ([`EngineKind::Libxdp`]) runs the set in libxdp's
+//! multiprog dispatcher instead, through the system's `libxdp.so.1`, the
+//! dispatcher `xdp-loader` and every libxdp program use: bpfmux's programs
+//! and theirs share one interface in run-priority order, and each tool's
+//! listing shows them all ([`libxdp`] has the protocol and the trade-offs).
+//! `auto` picks it where libxdp's dispatcher already runs.
 
 pub mod action;
 mod engine;
+pub mod libxdp;
 mod program;
 mod state;
 
@@ -40,6 +48,8 @@ pub enum EngineKind {
     Dispatcher,
     /// The series' kernel chain calls (BPF_PROG_CHAIN_*).
     KernelChain,
+    /// libxdp's multiprog dispatcher, shared with other libxdp users.
+    Libxdp,
 }
 
 impl fmt::Display for EngineKind {
@@ -48,6 +58,7 @@ impl fmt::Display for EngineKind {
             EngineKind::Direct => "direct",
             EngineKind::Dispatcher => "dispatcher",
             EngineKind::KernelChain => "kernel-chain",
+            EngineKind::Libxdp => "libxdp",
         })
     }
 }
@@ -92,6 +103,10 @@ pub struct AttachOptions {
     pub mode: Mode,
     /// Which engine builds it.
     pub engine: EngineChoice,
+    /// libxdp engine: the run priority of the set's first program (the
+    /// others follow in order: +1, +2, ...); None: libxdp's default, 50.
+    /// Lower runs first, also relative to other tools' programs.
+    pub priority: Option<u32>,
 }
 
 /// One interface's set as `list` (and `attach`) report it, whatever the
@@ -112,6 +127,9 @@ pub struct SetView {
     pub set: Option<SetRecord>,
     /// Differences between the record and the kernel; empty when healthy.
     pub problems: Vec<String>,
+    /// libxdp engine: libxdp's dispatcher the set runs in, with every
+    /// program in it, other tools' too.
+    pub libxdp: Option<libxdp::Dispatcher>,
 }
 
 /// An XDP program bpfmux did not attach.
@@ -123,6 +141,8 @@ pub struct Foreign {
     pub ifname: String,
     /// The program attached there.
     pub prog_id: u32,
+    /// When that program is libxdp's dispatcher: it and its programs.
+    pub libxdp: Option<libxdp::Dispatcher>,
 }
 
 /// Everything [`list`] found.
@@ -271,7 +291,6 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
         .iter()
         .map(program::resolve)
         .collect::<Result<Vec<_>>>()?;
-    let engine = engine::choose(opts.engine, resolved.len())?;
     let store = Store::open()?;
     let _lock = store.lock()?;
     let dir = store.iface(ifindex);
@@ -285,6 +304,57 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
         current = None;
         dir.remove()?;
     }
+    // libxdp's dispatcher here (anyone's), and bpfmux's programs in it.
+    let (theirs, ours) = match &current {
+        Some(_) => (None, None),
+        None => (
+            libxdp::dispatcher(ifindex, &[]).ok().flatten(),
+            dir.libxdp_record(),
+        ),
+    };
+    let to_libxdp = match opts.engine {
+        EngineChoice::Libxdp => true,
+        EngineChoice::Auto => theirs.is_some() || ours.is_some(),
+        EngineChoice::Dispatcher | EngineChoice::KernelChain => {
+            if let Some(d) = &theirs {
+                bail!(
+                    "{iface} runs libxdp's dispatcher (program {}: {}); add to it with \
+                     --engine libxdp (auto does), or remove it first: xdp-loader unload \
+                     {iface} --all (or bpfmux xdp detach {iface} --force)",
+                    d.prog_id,
+                    names(&d.components)
+                );
+            }
+            if ours.is_some() {
+                bail!(
+                    "bpfmux's set on {iface} runs in libxdp's dispatcher; use --engine libxdp \
+                     (or auto), or `bpfmux xdp detach {iface}` first"
+                );
+            }
+            false
+        }
+    };
+    if to_libxdp {
+        if let Some(c) = &current {
+            let engine = c
+                .record
+                .as_ref()
+                .map_or("bpfmux's".to_string(), |r| r.engine.to_string());
+            bail!(
+                "the set on {iface} runs on the {engine} engine, not in libxdp's dispatcher; \
+                 `bpfmux xdp detach {iface}` first, then attach with --engine libxdp"
+            );
+        }
+        let ours = match ours {
+            Some(Ok(r)) => Some(r),
+            Some(Err(e)) => bail!(
+                "the state of {iface} is unreadable ({e:#}); run `bpfmux xdp detach {iface}` first"
+            ),
+            None => None,
+        };
+        return attach_libxdp(iface, ifindex, &dir, &resolved, opts, ours, theirs);
+    }
+    let engine = engine::choose(opts.engine, resolved.len())?;
     if current.is_none() {
         if let Some(id) = bpf_ops::xdp_query(ifindex)
             .with_context(|| format!("query XDP on {iface}"))?
@@ -374,6 +444,7 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
                 link_id,
                 set: Some(record),
                 problems: vec![],
+                libxdp: None,
             },
             replaced,
             kept: built.kept,
@@ -386,16 +457,296 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
     result
 }
 
-/// Detaches bpfmux's set from `iface` and removes its pins.
-pub fn detach(iface: &str) -> Result<u32> {
+/// `a, b, c`: the names of a dispatcher's programs.
+fn names(components: &[libxdp::Component]) -> String {
+    if components.is_empty() {
+        return "no programs".into();
+    }
+    components
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// [`attach`] through libxdp: adds the set to libxdp's dispatcher on
+/// `iface` (creating it if the interface runs nothing), then removes the
+/// set bpfmux had there. libxdp changes a dispatcher by swapping in a new
+/// one; a replacement is therefore two swaps, and packets in between run
+/// both sets (never neither).
+fn attach_libxdp(
+    iface: &str,
+    ifindex: u32,
+    dir: &state::IfaceDir,
+    resolved: &[program::Resolved],
+    opts: &AttachOptions,
+    previous: Option<SetRecord>,
+    theirs: Option<libxdp::Dispatcher>,
+) -> Result<AttachReport> {
+    if let Some(why) = libxdp::unavailable() {
+        return Err(anyhow::Error::new(why).context("the libxdp engine"));
+    }
+    for r in resolved {
+        libxdp::check_actions(r.spec.chain_on)
+            .with_context(|| format!("program {}", r.spec.display()))?;
+    }
+    if theirs.is_none() {
+        if let Some(id) = bpf_ops::xdp_query(ifindex)
+            .with_context(|| format!("query XDP on {iface}"))?
+            .any()
+        {
+            bail!(
+                "{iface} already runs XDP program {id}, which is not libxdp's dispatcher and \
+                 which bpfmux did not attach; remove it first (ip link set dev {iface} xdp off)"
+            );
+        }
+    }
+    if let Some(p) = &previous {
+        if p.mode != opts.mode {
+            bail!(
+                "the set on {iface} was attached in {} mode; detach it first to use {} mode",
+                p.mode,
+                opts.mode
+            );
+        }
+    }
+    // bpfmux's programs of the set being replaced that still run.
+    let old_ids: Vec<u32> = match (&previous, &theirs) {
+        (Some(p), Some(d)) => p
+            .progs
+            .iter()
+            .map(|r| r.prog_id)
+            .filter(|id| d.components.iter().any(|c| c.prog_id == *id))
+            .collect(),
+        _ => vec![],
+    };
+    let others = theirs
+        .as_ref()
+        .map_or(0, |d| d.components.len() - old_ids.len());
+    if others + old_ids.len() + resolved.len() > libxdp::MAX_PROGS {
+        bail!(
+            "libxdp's dispatcher runs at most {} programs: {iface} has {others} of other \
+             tools{}, and this set has {}{}",
+            libxdp::MAX_PROGS,
+            if old_ids.is_empty() {
+                String::new()
+            } else {
+                format!(" and bpfmux's {} (until the new set is in)", old_ids.len())
+            },
+            resolved.len(),
+            if old_ids.is_empty() {
+                String::new()
+            } else {
+                format!("; `bpfmux xdp detach {iface}` first frees bpfmux's")
+            }
+        );
+    }
+    let base = opts.priority.unwrap_or(libxdp::DEFAULT_PRIO);
+    let new: Vec<libxdp::NewProg<'_>> = resolved
+        .iter()
+        .enumerate()
+        .map(|(i, r)| libxdp::NewProg {
+            object: &r.origin.object,
+            program: &r.origin.program,
+            run_prio: base.saturating_add(i as u32),
+            chain_on: r.spec.chain_on,
+        })
+        .collect();
+    let ids = libxdp::attach(ifindex, opts.mode, &new)
+        .with_context(|| format!("attach to {iface} through libxdp"))?;
+    let dispatcher = libxdp::dispatcher(ifindex, &ids).ok().flatten();
+    let record = SetRecord {
+        format: state::FORMAT,
+        ifindex,
+        ifname: iface.to_string(),
+        mode: opts.mode,
+        engine: EngineKind::Libxdp,
+        head_prog_id: dispatcher.as_ref().map_or(0, |d| d.prog_id),
+        progs: resolved
+            .iter()
+            .zip(&ids)
+            .map(|(r, &prog_id)| ProgRecord {
+                name: r.origin.program.clone(),
+                prog_id,
+                chain_on: r.spec.chain_on,
+                origin: r.origin.clone(),
+            })
+            .collect(),
+    };
+    if let Err(e) = failpoint("before-commit").and_then(|()| dir.write_libxdp_record(&record)) {
+        // Take the programs out again: nothing of this attach stays.
+        if let Err(undo) = libxdp::detach(ifindex, &ids) {
+            return Err(e.context(format!(
+                "and removing the new programs again failed ({undo}); remove them with \
+                 xdp-loader unload {iface} --id ID (ids {ids:?})"
+            )));
+        }
+        if previous.is_none() {
+            let _ = dir.remove();
+        }
+        return Err(e);
+    }
+    let replaced = previous.as_ref().map(|p| p.head_prog_id);
+    if !old_ids.is_empty() {
+        libxdp::detach(ifindex, &old_ids).with_context(|| {
+            format!(
+                "the new set runs on {iface}, but removing the set it replaces failed; \
+                 remove its programs with xdp-loader unload {iface} --id ID (ids {old_ids:?})"
+            )
+        })?;
+    }
+    let dispatcher = libxdp::dispatcher(ifindex, &ids).ok().flatten();
+    Ok(AttachReport {
+        view: SetView {
+            ifindex,
+            ifname: Some(iface.to_string()),
+            running: dispatcher.as_ref().map(|d| d.mode.clone()),
+            link_id: 0,
+            set: Some(record),
+            problems: vec![],
+            libxdp: dispatcher,
+        },
+        replaced,
+        kept: 0,
+    })
+}
+
+/// What [`detach`] removed.
+#[derive(Clone, Debug, Serialize)]
+pub struct DetachReport {
+    /// The engine of bpfmux's set; None when there was none (`force`).
+    pub engine: Option<EngineKind>,
+    /// The head program the interface ran: the set's, or libxdp's
+    /// dispatcher.
+    pub head_prog_id: u32,
+    /// Programs of bpfmux's set taken off the interface.
+    pub removed: Vec<u32>,
+    /// Programs of bpfmux's set another tool had already removed.
+    pub already_gone: Vec<u32>,
+    /// `force`: other tools' programs removed with libxdp's dispatcher.
+    pub forced: Vec<libxdp::Component>,
+    /// Other tools' programs still running in libxdp's dispatcher there.
+    pub others_left: Vec<libxdp::Component>,
+}
+
+/// Detaches bpfmux's set from `iface` and removes its pins. In libxdp's
+/// dispatcher only bpfmux's programs go; with `force`, the whole dispatcher
+/// goes, other tools' programs and libxdp's pins included (as with
+/// `xdp-loader unload IFACE --all`).
+pub fn detach(iface: &str, force: bool) -> Result<DetachReport> {
     let ifindex = ifindex_of(iface)?;
     let store = Store::open()?;
     let _lock = store.lock()?;
     let dir = store.iface(ifindex);
+    if dir.current()?.is_none() {
+        if let Some(record) = dir.libxdp_record() {
+            return detach_libxdp(iface, ifindex, &dir, &store, record, force);
+        }
+        if force {
+            let forced = libxdp::detach_all(ifindex)
+                .with_context(|| format!("remove libxdp's dispatcher from {iface}"))?;
+            if let Some(d) = forced {
+                dir.remove()?;
+                store.tidy();
+                return Ok(DetachReport {
+                    engine: None,
+                    head_prog_id: d.prog_id,
+                    removed: vec![],
+                    already_gone: vec![],
+                    forced: d.components,
+                    others_left: vec![],
+                });
+            }
+        }
+    }
+    detach_own(iface, ifindex, &dir, &store).map(|(engine, head_prog_id, removed)| DetachReport {
+        engine,
+        head_prog_id,
+        removed,
+        already_gone: vec![],
+        forced: vec![],
+        others_left: vec![],
+    })
+}
+
+fn detach_libxdp(
+    iface: &str,
+    ifindex: u32,
+    dir: &state::IfaceDir,
+    store: &Store,
+    record: Result<SetRecord>,
+    force: bool,
+) -> Result<DetachReport> {
+    let record = record.with_context(|| {
+        format!(
+            "the state of bpfmux's programs in libxdp's dispatcher on {iface} is unreadable \
+             (remove them with xdp-loader unload {iface} --id ID)"
+        )
+    })?;
+    let ids: Vec<u32> = record.progs.iter().map(|p| p.prog_id).collect();
+    let before = libxdp::dispatcher(ifindex, &ids)
+        .with_context(|| format!("read libxdp's dispatcher on {iface}"))?;
+    let removed = if force {
+        libxdp::detach_all(ifindex)
+            .with_context(|| format!("remove libxdp's dispatcher from {iface}"))?;
+        before.as_ref().map_or(vec![], |d| {
+            d.components
+                .iter()
+                .filter(|c| c.bpfmux)
+                .map(|c| c.prog_id)
+                .collect()
+        })
+    } else {
+        libxdp::detach(ifindex, &ids).with_context(|| {
+            format!("remove bpfmux's programs from libxdp's dispatcher on {iface}")
+        })?
+    };
+    dir.remove()?;
+    store.tidy();
+    let others = |d: &Option<libxdp::Dispatcher>| -> Vec<libxdp::Component> {
+        d.as_ref().map_or(vec![], |d| {
+            d.components.iter().filter(|c| !c.bpfmux).cloned().collect()
+        })
+    };
+    let after = if force {
+        None
+    } else {
+        libxdp::dispatcher(ifindex, &[]).ok().flatten()
+    };
+    Ok(DetachReport {
+        engine: Some(EngineKind::Libxdp),
+        head_prog_id: before.as_ref().map_or(record.head_prog_id, |d| d.prog_id),
+        already_gone: ids
+            .iter()
+            .copied()
+            .filter(|id| !removed.contains(id))
+            .collect(),
+        removed,
+        forced: if force { others(&before) } else { vec![] },
+        others_left: others(&after),
+    })
+}
+
+/// Detaches bpfmux's own (link-based) set: (engine, head program, programs).
+fn detach_own(
+    iface: &str,
+    ifindex: u32,
+    dir: &state::IfaceDir,
+    store: &Store,
+) -> Result<(Option<EngineKind>, u32, Vec<u32>)> {
     let Some(current) = dir.current()? else {
         let leftover = dir.path.exists();
         dir.remove()?;
         store.tidy();
+        if let Some(d) = libxdp::dispatcher(ifindex, &[]).ok().flatten() {
+            bail!(
+                "{iface} runs libxdp's dispatcher (program {}: {}), with no program of \
+                 bpfmux's; remove it with xdp-loader unload {iface} --all (or bpfmux xdp detach \
+                 {iface} --force)",
+                d.prog_id,
+                names(&d.components)
+            );
+        }
         if let Some(id) = bpf_ops::xdp_query(ifindex)?.any() {
             bail!(
                 "{iface} runs XDP program {id}, which bpfmux did not attach \
@@ -408,6 +759,10 @@ pub fn detach(iface: &str) -> Result<u32> {
         bail!("nothing attached to {iface} by bpfmux");
     };
     let head = current.link_info.prog_id;
+    let (engine, progs) = match &current.record {
+        Ok(r) => (Some(r.engine), r.progs.iter().map(|p| p.prog_id).collect()),
+        Err(_) => (None, vec![]),
+    };
     if current.link_info.xdp_ifindex == ifindex {
         bpf_ops::link_detach(current.link.as_fd())
             .with_context(|| format!("detach the XDP link from {iface}"))?;
@@ -419,7 +774,7 @@ pub fn detach(iface: &str) -> Result<u32> {
     if let Some(id) = bpf_ops::xdp_query(ifindex)?.any() {
         bail!("{iface} still runs XDP program {id} after detach");
     }
-    Ok(head)
+    Ok((engine, head, progs))
 }
 
 /// Removes the state of sets whose interface is gone, in any network
@@ -432,7 +787,16 @@ pub fn prune_stale() -> Result<Vec<u32>> {
     for dir in store.ifaces_everywhere()? {
         // A defunct XDP link reports ifindex 0.
         let stale = match dir.current() {
-            Ok(None) => true,
+            // bpfmux's programs in libxdp's dispatcher: libxdp's pins hold
+            // them, so the set is stale once none of them is loaded.
+            Ok(None) => match dir.libxdp_record() {
+                Some(Ok(r)) => r
+                    .progs
+                    .iter()
+                    .all(|p| bpf_ops::prog_fd_by_id(p.prog_id).is_err()),
+                Some(Err(_)) => false,
+                None => true,
+            },
             Ok(Some(c)) => c.link_info.xdp_ifindex != dir.ifindex,
             Err(_) => false, // unreadable is not proof of staleness
         };
@@ -453,8 +817,12 @@ fn view(dir: &state::IfaceDir) -> Result<SetView> {
         link_id: 0,
         set: None,
         problems: vec![],
+        libxdp: None,
     };
     let Some(c) = dir.current()? else {
+        if let Some(record) = dir.libxdp_record() {
+            return Ok(libxdp_view(v, record));
+        }
         v.problems.push(
             "state without an XDP link (leftover; `bpfmux xdp detach --stale` removes it)".into(),
         );
@@ -480,13 +848,59 @@ fn view(dir: &state::IfaceDir) -> Result<SetView> {
                     c.link_info.prog_id, r.head_prog_id
                 ));
             }
-            v.problems
-                .extend(engine::engine(r.engine).check(&r, &c.generation));
+            match engine::engine(r.engine) {
+                Some(e) => v.problems.extend(e.check(&r, &c.generation)),
+                None => v
+                    .problems
+                    .push(format!("a {} set recorded under an XDP link", r.engine)),
+            }
             v.set = Some(r);
         }
         Err(e) => v.problems.push(format!("{e:#}")),
     }
     Ok(v)
+}
+
+/// bpfmux's programs in libxdp's dispatcher, checked against what libxdp
+/// reads from the kernel: the dispatcher with everything in it.
+fn libxdp_view(mut v: SetView, record: Result<SetRecord>) -> SetView {
+    let record = match record {
+        Ok(r) => r,
+        Err(e) => {
+            v.problems.push(format!("{e:#}"));
+            return v;
+        }
+    };
+    let ids: Vec<u32> = record.progs.iter().map(|p| p.prog_id).collect();
+    v.ifname = ifname_of(v.ifindex);
+    if v.ifname.is_none() {
+        v.problems
+            .push("the interface is gone (`bpfmux xdp detach --stale` removes the state)".into());
+    } else {
+        match libxdp::dispatcher(v.ifindex, &ids) {
+            Ok(Some(d)) => {
+                for p in &record.progs {
+                    if !d.components.iter().any(|c| c.prog_id == p.prog_id) {
+                        v.problems.push(format!(
+                            "program {} (id {}) is no longer in libxdp's dispatcher (removed by \
+                             another tool? `bpfmux xdp detach {}` forgets the set)",
+                            p.name, p.prog_id, record.ifname
+                        ));
+                    }
+                }
+                v.running = Some(d.mode.clone());
+                v.libxdp = Some(d);
+            }
+            Ok(None) => v.problems.push(format!(
+                "libxdp's dispatcher is gone from the interface (removed by another tool? \
+                 `bpfmux xdp detach {}` forgets the set)",
+                record.ifname
+            )),
+            Err(e) => v.problems.push(format!("{e}")),
+        }
+    }
+    v.set = Some(record);
+    v
 }
 
 /// Every set bpfmux attached in this network namespace, checked against
@@ -508,6 +922,7 @@ pub fn list() -> Result<Listing> {
                 ifindex,
                 ifname,
                 prog_id,
+                libxdp: libxdp::dispatcher(ifindex, &[]).ok().flatten(),
             })
         })
         .collect();

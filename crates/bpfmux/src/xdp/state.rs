@@ -235,6 +235,10 @@ pub struct IfaceDir {
     pub ifindex: u32,
 }
 
+/// bpfmux's part of a libxdp dispatcher: the record of the programs bpfmux
+/// added (libxdp's own pins under `<bpffs>/xdp` hold the programs).
+const LIBXDP_STATE: &str = "libxdp-state";
+
 /// The committed state of an interface.
 pub struct Current {
     pub link: OwnedFd,
@@ -295,6 +299,27 @@ impl IfaceDir {
         Ok(())
     }
 
+    /// The record of bpfmux's programs in libxdp's dispatcher here; None
+    /// when bpfmux added none.
+    pub fn libxdp_record(&self) -> Option<Result<SetRecord>> {
+        let path = self.path.join(LIBXDP_STATE);
+        path.exists().then(|| read_state(&path))
+    }
+
+    /// Records (or re-records) bpfmux's programs in libxdp's dispatcher.
+    pub fn write_libxdp_record(&self, record: &SetRecord) -> Result<()> {
+        fs::create_dir_all(&self.path)
+            .with_context(|| format!("create {}", self.path.display()))?;
+        let path = self.path.join(LIBXDP_STATE);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("remove {}", path.display()))
+            }
+            _ => {}
+        }
+        write_state(&path, record)
+    }
+
     /// Removes the interface's whole directory (after detach).
     pub fn remove(&self) -> Result<()> {
         match fs::remove_dir_all(&self.path) {
@@ -337,31 +362,7 @@ impl GenerationWriter {
     }
 
     pub fn write_record(&self, record: &SetRecord) -> Result<()> {
-        let json = serde_json::to_vec(record).context("encode state")?;
-        let mut value = vec![0u8; STATE_VALUE_SIZE as usize];
-        if json.len() + 4 > value.len() {
-            bail!("state record too large ({} bytes)", json.len());
-        }
-        value[..4].copy_from_slice(&(json.len() as u32).to_ne_bytes());
-        value[4..4 + json.len()].copy_from_slice(&json);
-        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
-            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
-            ..Default::default()
-        };
-        let mut map = MapHandle::create(
-            MapType::Array,
-            Some(STATE_MAP_NAME),
-            4,
-            STATE_VALUE_SIZE,
-            1,
-            &opts,
-        )
-        .context("create state map")?;
-        map.update(&0u32.to_ne_bytes(), &value, MapFlags::ANY)
-            .context("write state map")?;
-        let path = self.dir.join("state");
-        map.pin(&path)
-            .with_context(|| format!("pin {}", path.display()))
+        write_state(&self.dir.join("state"), record)
     }
 
     /// The generation is live: keep it.
@@ -379,9 +380,40 @@ impl Drop for GenerationWriter {
 }
 
 pub fn read_record(generation: &Path) -> Result<SetRecord> {
-    let path = generation.join("state");
+    read_state(&generation.join("state"))
+}
+
+/// Writes `record` into a new one-entry array map pinned at `path`.
+fn write_state(path: &Path, record: &SetRecord) -> Result<()> {
+    let json = serde_json::to_vec(record).context("encode state")?;
+    let mut value = vec![0u8; STATE_VALUE_SIZE as usize];
+    if json.len() + 4 > value.len() {
+        bail!("state record too large ({} bytes)", json.len());
+    }
+    value[..4].copy_from_slice(&(json.len() as u32).to_ne_bytes());
+    value[4..4 + json.len()].copy_from_slice(&json);
+    let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+        ..Default::default()
+    };
+    let mut map = MapHandle::create(
+        MapType::Array,
+        Some(STATE_MAP_NAME),
+        4,
+        STATE_VALUE_SIZE,
+        1,
+        &opts,
+    )
+    .context("create state map")?;
+    map.update(&0u32.to_ne_bytes(), &value, MapFlags::ANY)
+        .context("write state map")?;
+    map.pin(path)
+        .with_context(|| format!("pin {}", path.display()))
+}
+
+fn read_state(path: &Path) -> Result<SetRecord> {
     let map =
-        MapHandle::from_pinned_path(&path).with_context(|| format!("open {}", path.display()))?;
+        MapHandle::from_pinned_path(path).with_context(|| format!("open {}", path.display()))?;
     let value = map
         .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
         .with_context(|| format!("read {}", path.display()))?

@@ -30,6 +30,10 @@ pub enum EngineChoice {
     Dispatcher,
     /// The series' kernel chain calls (an error where the kernel lacks them).
     KernelChain,
+    /// libxdp's multiprog dispatcher, shared with xdp-loader and every
+    /// other libxdp user (an error where libxdp.so.1 is missing). `Auto`
+    /// picks it by itself where libxdp's dispatcher already runs.
+    Libxdp,
 }
 
 /// The set that is live now, for engines that can keep its programs.
@@ -67,18 +71,24 @@ pub trait Engine {
     fn check(&self, record: &SetRecord, generation: &Path) -> Vec<String>;
 }
 
-pub fn engine(kind: EngineKind) -> Box<dyn Engine> {
+/// bpfmux's own engine of this kind; None for libxdp, whose dispatcher
+/// libxdp builds (see `xdp::libxdp`).
+pub fn engine(kind: EngineKind) -> Option<Box<dyn Engine>> {
     match kind {
-        EngineKind::Direct => Box::new(Direct),
-        EngineKind::Dispatcher => Box::new(Dispatcher),
-        EngineKind::KernelChain => Box::new(KernelChain),
+        EngineKind::Direct => Some(Box::new(Direct)),
+        EngineKind::Dispatcher => Some(Box::new(Dispatcher)),
+        EngineKind::KernelChain => Some(Box::new(KernelChain)),
+        EngineKind::Libxdp => None,
     }
 }
 
-/// Picks the engine for a set of `n` programs, or says why none fits.
+/// Picks bpfmux's own engine for a set of `n` programs, or says why none
+/// fits. (The caller has sent libxdp's cases to `xdp::libxdp`.)
 pub fn choose(choice: EngineChoice, n: usize) -> Result<Box<dyn Engine>> {
     let pick = |kind: EngineKind| -> Result<Box<dyn Engine>> {
-        let e = engine(kind);
+        let Some(e) = engine(kind) else {
+            bail!("the {kind} engine is libxdp's, not one bpfmux builds");
+        };
         match e.unavailable(n) {
             None => Ok(e),
             Some(why) => bail!("{kind} engine: {why}"),
@@ -87,11 +97,13 @@ pub fn choose(choice: EngineChoice, n: usize) -> Result<Box<dyn Engine>> {
     match choice {
         EngineChoice::Dispatcher => pick(EngineKind::Dispatcher),
         EngineChoice::KernelChain => pick(EngineKind::KernelChain),
+        EngineChoice::Libxdp => pick(EngineKind::Libxdp),
         EngineChoice::Auto if n == 1 => pick(EngineKind::Direct),
         EngineChoice::Auto => {
-            let chain = engine(EngineKind::KernelChain);
-            if chain.unavailable(n).is_none() {
-                return Ok(chain);
+            if let Some(chain) = engine(EngineKind::KernelChain) {
+                if chain.unavailable(n).is_none() {
+                    return Ok(chain);
+                }
             }
             pick(EngineKind::Dispatcher)
         }
