@@ -10,3 +10,8 @@ if on ours; then
 		run "xdp-$case-dispatcher" env XDP_KERNEL="$kernel" "$here/xdp/check.sh" "$case" dispatcher
 	done
 fi
+# bpfmux next to Debian's xdp-tools (xdp-loader, libxdp's dispatcher) on one interface, in
+# both orders; every kernel (libxdp's dispatcher needs freplace, which all three have).
+for case in libxdp-bpfmux-first libxdp-loader-first libxdp-force; do
+	run "xdp-$case" env XDP_KERNEL="$kernel" "$here/xdp/check.sh" "$case"
+done

@@ -4,6 +4,9 @@
 # The test programs (xdp_progs.bpf.c) count UDP packets to port 47000 per program
 # in a pinned map; xdp-traffic sends numbered packets and counts what arrives.
 #
+# The libxdp-* cases share the interface with Debian's xdp-tools (xdp-loader, libxdp's
+# dispatcher; `make deps` installs them): programs of both tools in one dispatcher.
+#
 # usage: check.sh CASE [ENGINE]    ENGINE: the --engine for sets of several programs
 #                                  (default auto). Prints ok/FAIL lines; exit 1 on any FAIL.
 set -u
@@ -44,6 +47,9 @@ setup() {
 }
 
 teardown() {
+	# libxdp keeps its dispatcher's pins until it is unloaded: never leave one behind
+	[ -e /run/netns/xb ] && command -v xdp-loader >/dev/null &&
+		nsenter --net=/run/netns/xb xdp-loader unload xb0 --all >/dev/null 2>&1
 	ip netns del xa 2>/dev/null
 	ip netns del xb 2>/dev/null
 	# the veth pair goes with its namespaces; give the kernel a moment to free it
@@ -87,20 +93,21 @@ xdp_prog_id() { # the XDP program xb0 runs, or "none"
 	echo "${id:-none}"
 }
 
-pins_left() { # entries under bpfmux's state for xb's namespace
-	find /sys/fs/bpf/bpfmux/xdp -mindepth 2 2>/dev/null | grep -c . || true
+pins_left() { # entries under bpfmux's state for xb's namespace, and libxdp's pins
+	find /sys/fs/bpf/bpfmux/xdp /sys/fs/bpf/xdp -mindepth 2 2>/dev/null | grep -c . || true
 }
 
 # Waits until no loaded program has one of our names (freeing is deferred).
 progs_gone() {
 	local i
 	for i in $(seq 1 30); do
-		if ! "$traffic" progs | grep -qE ' (bpfmux_xdp_dis|pass_[abc]|drop_d|aborted_e)$'; then
+		if ! "$traffic" progs | grep -qE ' (bpfmux_xdp_dis|xdp_dispatcher|pass_[abc]|drop_d|aborted_e)$'; then
 			return 0
 		fi
 		sleep 0.1
 	done
-	"$traffic" progs | grep -E ' (bpfmux_xdp_dis|pass_[abc]|drop_d|aborted_e)$' | sed 's/^/    still loaded: /'
+	"$traffic" progs | grep -E ' (bpfmux_xdp_dis|xdp_dispatcher|pass_[abc]|drop_d|aborted_e)$' |
+		sed 's/^/    still loaded: /'
 	return 1
 }
 
@@ -307,6 +314,142 @@ check_bad_inputs() {
 		"$(bx list | grep -c "xb0 (ifindex [0-9]*): XDP program $foreign (not attached by bpfmux)")" 1
 	out=$(bx detach xb0 2>&1)
 	expect "detach refuses the foreign program" "$(grep -c 'which bpfmux did not attach' <<<"$out")" 1
+}
+
+# --- bpfmux and libxdp (xdp-loader) on one interface ---
+
+# xdp-loader in xb; the output goes to $out, the status is returned. -p: the test map's pin
+# directory, so xdp-loader's programs count in the same map as bpfmux's.
+xl() {
+	out=$(nsenter --net=/run/netns/xb xdp-loader "$@" 2>&1)
+	local rc=$?
+	echo "$out" | sed 's/^/    /'
+	return $rc
+}
+xl_load() { # PROG PRIO
+	xl load -m native -p /sys/fs/bpf -n "$1" -P "$2" xb0 "$obj"
+}
+
+# "prio name chain-actions" per program of xdp-loader status, in run order
+xl_programs() {
+	nsenter --net=/run/netns/xb xdp-loader status xb0 |
+		awk '$1 == "=>" { printf "%s %s %s; ", $2, $3, $NF }'
+}
+# "prio name chain-on owner" per program of bpfmux xdp list, in run order
+bx_programs() {
+	bx list | awk '$1 ~ /^[0-9]+$/ && NF >= 7 { printf "%s %s %s %s; ", $4, $2, $5, $6 }'
+}
+
+libxdp_ready() { # the tools must be there: a missing one fails, it never skips
+	local o
+	command -v xdp-loader >/dev/null ||
+		{ fail "xdp-loader missing (xdp-tools; make deps installs it)"; return 1; }
+	o=$(ls /usr/lib/*/bpf/xdp-dispatcher.o 2>/dev/null)
+	[ -n "$o" ] || { fail "libxdp's xdp-dispatcher.o missing (libxdp1)"; return 1; }
+	ok "xdp-tools $(dpkg-query -W -f='${Version}' xdp-tools 2>/dev/null), $o"
+}
+
+# bpfmux first, then xdp-loader adds to the dispatcher bpfmux made
+check_libxdp_bpfmux_first() {
+	libxdp_ready || return
+	attach "$obj:pass_a" "$obj:pass_b" --engine libxdp --priority 10 ||
+		{ fail "bpfmux attach a,b (libxdp)"; return; }
+	expect "attach: engine libxdp" "$(grep -oE 'engine [a-z-]+' <<<"$out")" "engine libxdp"
+	xl_load drop_d 20 || { fail "xdp-loader load drop_d on bpfmux's dispatcher"; return; }
+	xl_load pass_c 30 || { fail "xdp-loader load pass_c"; return; }
+	measure || return
+	expect "bpfmux's a runs (prio 10)" "$a" "$N"
+	expect "bpfmux's b runs after a's PASS (prio 11)" "$b" "$N"
+	expect "xdp-loader's d runs after b's PASS (prio 20)" "$d" "$N"
+	expect "d's DROP is not in its chain actions: c" "$c" 0
+	expect "dropped packets do not arrive" "$received" 0
+	xl status xb0 >/dev/null
+	expect "xdp-loader status: all four" "$(xl_programs)" \
+		"10 pass_a XDP_PASS; 11 pass_b XDP_PASS; 20 drop_d XDP_PASS; 30 pass_c XDP_PASS; "
+	list=$(bx list)
+	echo "$list" | sed 's/^/    /'
+	expect "bpfmux list: all four" "$(bx_programs)" \
+		"10 pass_a pass bpfmux; 11 pass_b pass bpfmux; 20 drop_d pass other; 30 pass_c pass other; "
+	expect "bpfmux list: no problems" "$(grep -c 'problem' <<<"$list")" 0
+	# bpfmux goes, xdp-loader's programs stay
+	out=$(bx detach xb0 2>&1)
+	echo "$out" | sed 's/^/    /'
+	expect "bpfmux detach: says what stays" "$(grep -c 'keeps running other tools' <<<"$out")" 1
+	expect "xdp-loader status after bpfmux detach" "$(xl_programs)" \
+		"20 drop_d XDP_PASS; 30 pass_c XDP_PASS; "
+	measure || return
+	expect "after bpfmux detach: a" "$a$b" 00
+	expect "after bpfmux detach: d still runs" "$d" "$N"
+	expect "after bpfmux detach: c" "$c" 0
+	expect "after bpfmux detach: still dropped" "$received" 0
+	expect "no bpfmux state left" "$(find /sys/fs/bpf/bpfmux/xdp -mindepth 2 | grep -c .)" 0
+	xl unload xb0 --all || fail "xdp-loader unload --all"
+	expect "after both: no XDP program" "$(xdp_prog_id)" none
+	expect "after both: nothing pinned" "$(pins_left)" 0
+	progs_gone && ok "after both: nothing loaded" || fail "programs still loaded"
+	measure || return
+	expect "after both: traffic untouched" "$received$a$b$c$d" "${N}0000"
+}
+
+# xdp-loader first, then bpfmux adds to libxdp's dispatcher (auto engine)
+check_libxdp_loader_first() {
+	libxdp_ready || return
+	xl_load pass_c 40 || { fail "xdp-loader load pass_c"; return; }
+	# d continues on DROP, a on PASS: both chain actions decide
+	attach "$obj:drop_d" "$obj:pass_a" --chain-on drop --chain-on pass --priority 10 ||
+		{ fail "bpfmux attach d,a on xdp-loader's dispatcher"; return; }
+	expect "auto picks libxdp" "$(grep -oE 'engine [a-z-]+' <<<"$out")" "engine libxdp"
+	measure || return
+	expect "bpfmux's d runs first" "$d" "$N"
+	expect "d's DROP chains on: a" "$a" "$N"
+	expect "a's PASS chains on: xdp-loader's c" "$c" "$N"
+	expect "verdict is c's PASS" "$received" "$N"
+	expect "xdp-loader status: all three" "$(xl_programs)" \
+		"10 drop_d XDP_DROP; 11 pass_a XDP_PASS; 40 pass_c XDP_PASS; "
+	expect "bpfmux list: all three" "$(bx_programs)" \
+		"10 drop_d drop bpfmux; 11 pass_a pass bpfmux; 40 pass_c pass other; "
+	# another engine cannot take the interface: the hint is libxdp's
+	refuse "other engine on libxdp's dispatcher" "xdp-loader unload xb0 --all" xb0 "$obj:pass_b" \
+		--engine dispatcher
+	# replacing bpfmux's set leaves xdp-loader's program alone
+	attach "$obj:pass_b" --priority 10 || { fail "replace bpfmux's set"; return; }
+	expect "replace: old set named" "$(grep -c "replaced bpfmux.s set in libxdp.s dispatcher on xb0" <<<"$out")" 1
+	measure || return
+	expect "replaced: b runs" "$b" "$N"
+	expect "replaced: a and d gone" "$a$d" 00
+	expect "replaced: c still runs" "$c" "$N"
+	expect "xdp-loader status after replace" "$(xl_programs)" \
+		"10 pass_b XDP_PASS; 40 pass_c XDP_PASS; "
+	# xdp-loader removes its program; bpfmux's keeps running
+	local cid
+	cid=$(nsenter --net=/run/netns/xb xdp-loader status xb0 | awk '$1 == "=>" && $3 == "pass_c" { print $4 }')
+	xl unload xb0 -i "$cid" || { fail "xdp-loader unload pass_c (id $cid)"; return; }
+	measure || return
+	expect "after xdp-loader unload: b runs" "$b" "$N"
+	expect "after xdp-loader unload: c" "$c" 0
+	expect "after xdp-loader unload: passes" "$received" "$N"
+	expect "bpfmux list: one left" "$(bx_programs)" "10 pass_b pass bpfmux; "
+	bx detach xb0 || fail "bpfmux detach"
+	expect "after both: no XDP program" "$(xdp_prog_id)" none
+	expect "after both: nothing pinned" "$(pins_left)" 0
+	progs_gone && ok "after both: nothing loaded" || fail "programs still loaded"
+}
+
+# a libxdp dispatcher bpfmux has no part in: the hint, then --force
+check_libxdp_force() {
+	libxdp_ready || return
+	xl_load pass_c 40 || { fail "xdp-loader load pass_c"; return; }
+	out=$(bx detach xb0 2>&1)
+	expect "detach without bpfmux's programs fails" "$?" 1
+	expect "detach hint: xdp-loader unload" "$(grep -c 'xdp-loader unload xb0 --all' <<<"$out")" 1
+	expect "list shows libxdp's dispatcher" "$(bx list | grep -c 'libxdp dispatcher .* none of them bpfmux')" 1
+	expect "list shows its program" "$(bx_programs)" "40 pass_c pass other; "
+	out=$(bx detach xb0 --force 2>&1)
+	echo "$out" | sed 's/^/    /'
+	expect "detach --force removes it" "$(grep -c 'removed libxdp.s dispatcher' <<<"$out")" 1
+	expect "after --force: no XDP program" "$(xdp_prog_id)" none
+	expect "after --force: nothing pinned" "$(pins_left)" 0
+	progs_gone && ok "after --force: nothing loaded" || fail "programs still loaded"
 }
 
 [ -x "$bpfmux" ] || { echo "FAIL - $bpfmux missing"; exit 1; }
