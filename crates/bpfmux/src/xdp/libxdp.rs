@@ -16,6 +16,18 @@
 //! statically, and bpfmux keeps running (with this engine unavailable) on
 //! machines without libxdp. Only program descriptors and ids cross between
 //! the two libbpfs.
+//!
+//! Why libxdp itself and not bpfmux speaking its protocol: the dispatcher
+//! that runs the packets would be libxdp's either way (its layout and
+//! version are what the other tools read), so the per-packet cost is the
+//! same, and `bench/xdp` measures it equal to bpfmux's own dispatcher within
+//! the noise, and the attach time through libxdp within a few percent of
+//! bpfmux's own (README, "Sharing an interface with libxdp"). A second
+//! implementation of the pins, the lock and the dispatcher versions would
+//! buy nothing measurable and would have to follow every libxdp release.
+//! What libxdp's API does not offer: replacing a set in one swap (bpfmux
+//! adds the new programs, then removes the old ones), and keeping a program
+//! running across a replacement.
 
 use std::ffi::{c_char, c_int, c_long, c_uint, c_void, CStr, CString};
 use std::path::Path;
@@ -56,6 +68,15 @@ pub enum LibxdpError {
         /// libxdp's text for it.
         message: String,
     },
+    /// libxdp could not use its dispatcher here and attached the program
+    /// alone (what it does where the kernel refuses freplace).
+    #[error(
+        "libxdp attached the program without its dispatcher (the kernel refused libxdp's \
+         freplace programs: BPF trampolines are not allowed here), so no other program could \
+         share the interface; it was taken off again. One program attaches without a \
+         dispatcher with --engine auto"
+    )]
+    NoDispatcher,
     /// A chain-on set libxdp cannot express.
     #[error(
         "libxdp's dispatcher chains on the five XDP actions only (aborted, drop, pass, tx, \
@@ -362,6 +383,12 @@ impl Mp {
     /// libxdp's dispatcher on `ifindex`; None when the interface runs no XDP
     /// program or one that is not libxdp's dispatcher.
     fn get(lib: &'static Lib, ifindex: u32) -> Result<Option<Mp>> {
+        Ok(Self::get_any(lib, ifindex)?.filter(|mp| !mp.is_legacy()))
+    }
+
+    /// What libxdp finds on `ifindex`: its dispatcher, or a single program
+    /// without one ("legacy"); None when the interface runs nothing.
+    fn get_any(lib: &'static Lib, ifindex: u32) -> Result<Option<Mp>> {
         // SAFETY: plain call; the result is checked with libxdp_get_error.
         let ptr = unsafe { (lib.mp_get)(ifindex as c_int) };
         let err = lib.ptr_error(ptr);
@@ -374,12 +401,18 @@ impl Mp {
                 err,
             ));
         }
-        let mp = Mp { lib, ptr };
+        Ok(Some(Mp { lib, ptr }))
+    }
+
+    fn is_legacy(&self) -> bool {
         // SAFETY: valid multiprog.
-        if unsafe { (lib.mp_is_legacy)(mp.ptr) } {
-            return Ok(None);
-        }
-        Ok(Some(mp))
+        unsafe { (self.lib.mp_is_legacy)(self.ptr) }
+    }
+
+    /// The program the interface runs: the dispatcher, or the legacy one.
+    fn main_prog(&self) -> *mut Prog {
+        // SAFETY: valid multiprog; the program lives as long as it does.
+        unsafe { (self.lib.mp_main)(self.ptr) }
     }
 
     fn progs(&self) -> Vec<*mut Prog> {
@@ -450,8 +483,9 @@ pub fn dispatcher(ifindex: u32, ours: &[u32]) -> Result<Option<Dispatcher>> {
     let Some(mp) = Mp::get(lib, ifindex)? else {
         return Ok(None);
     };
-    // SAFETY: valid multiprog; its main program lives as long as it does.
-    let (main, mode) = unsafe { ((lib.mp_main)(mp.ptr), (lib.mp_mode)(mp.ptr)) };
+    let main = mp.main_prog();
+    // SAFETY: valid multiprog.
+    let mode = unsafe { (lib.mp_mode)(mp.ptr) };
     let prog_id = if main.is_null() {
         0
     } else {
@@ -601,26 +635,37 @@ pub fn attach(ifindex: u32, mode: Mode, progs: &[NewProg<'_>]) -> Result<Vec<u32
         return Err(lib.error("add the programs to libxdp's dispatcher", rc));
     }
     // SAFETY: loaded programs.
-    Ok(created
+    let ids: Vec<u32> = created
         .ptrs
         .iter()
         .map(|&p| unsafe { (lib.id)(p) })
-        .collect())
+        .collect();
+    if Mp::get(lib, ifindex)?.is_none() {
+        // libxdp fell back to attaching the one program alone.
+        detach(ifindex, &ids)?;
+        return Err(LibxdpError::NoDispatcher);
+    }
+    Ok(ids)
 }
 
 /// Removes the programs `ids` from libxdp's dispatcher on `ifindex` in one
-/// swap (the whole dispatcher and its pins when nothing else is left in it).
+/// swap (the whole dispatcher and its pins when nothing else is left in it;
+/// the program itself where libxdp attached one without a dispatcher).
 /// Ids that are no longer there are skipped; returns the ids removed.
 pub fn detach(ifindex: u32, ids: &[u32]) -> Result<Vec<u32>> {
     let lib = lib()?;
-    let Some(mp) = Mp::get(lib, ifindex)? else {
+    let Some(mp) = Mp::get_any(lib, ifindex)? else {
         return Ok(vec![]);
     };
-    let mut pick: Vec<*mut Prog> = mp
-        .progs()
+    let candidates = if mp.is_legacy() {
+        vec![mp.main_prog()]
+    } else {
+        mp.progs()
+    };
+    let mut pick: Vec<*mut Prog> = candidates
         .into_iter()
         // SAFETY: programs of the live multiprog.
-        .filter(|&p| ids.contains(&unsafe { (lib.id)(p) }))
+        .filter(|&p| !p.is_null() && ids.contains(&unsafe { (lib.id)(p) }))
         .collect();
     if pick.is_empty() {
         return Ok(vec![]);
