@@ -16,6 +16,12 @@
  * Memory: the change of Slab + VmallocUsed + Percpu in /proc/meminfo from before the
  * programs are loaded to after the attach, with MemAvailable's drop as a cross-check;
  * "left" is what is still allocated once memory stops shrinking after the detach.
+ * Slab + VmallocUsed + Percpu misses what the kernel takes from the page allocator
+ * directly: whole pages (get_free_page) and large kmalloc()/kvmalloc() buffers, such as
+ * link arrays and hash tables of hundreds of kB. "pages" therefore also counts every
+ * page neither free (the buddy lists and the per-CPU lists, /proc/zoneinfo) nor on an
+ * LRU list (anonymous, file and unevictable pages): all of the kernel's own memory,
+ * read the same way before and after, with the guest otherwise idle.
  *
  * The functions are the safe traceable ones (tests/guest/lib/funcs.c), in BTF order;
  * N = 1, 1000, 10000 and all of them. An engine the kernel does not have reports
@@ -53,7 +59,7 @@ enum engine { GLOBAL, TRACING_MULTI, KPROBE_MULTI, FENTRY_EACH, NR_ENGINES };
 static const char *engine_name[] = { "global", "tracing_multi", "kprobe.multi", "fentry" };
 
 struct mem {
-	long slab, vmalloc, percpu, avail;	/* kB */
+	long slab, vmalloc, percpu, avail, pages;	/* kB */
 };
 
 struct result {
@@ -61,7 +67,7 @@ struct result {
 	size_t want, got;	/* functions asked for, attached */
 	char status[256];	/* "" = measured */
 	double load_s, attach_s, detach_s;
-	long kmem_kb, avail_kb, left_kb;
+	long kmem_kb, avail_kb, left_kb, pages_kb;
 	/* --runs: program runs counted while attaching and while detaching, or -1 */
 	long long runs_attach, runs_detach;
 	/* --insn: guest instructions of the attach and of the detach, folded to symbols */
@@ -90,11 +96,28 @@ static long meminfo_kb(const char *buf, const char *key)
 	return p ? atol(p + strlen(key)) : -1;
 }
 
+/* Pages on the per-CPU free lists, which MemFree leaves out, in kB; -1 if unknown. */
+static long pcp_free_kb(void)
+{
+	FILE *f = fopen("/proc/zoneinfo", "r");
+	char line[256];
+	long pages = 0, n;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, " count: %ld", &n) == 1)
+			pages += n;
+	fclose(f);
+	return pages * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 static struct mem read_mem(void)
 {
 	char buf[8192];
-	struct mem m = { -1, -1, -1, -1 };
+	struct mem m = { -1, -1, -1, -1, -1 };
 	FILE *f = fopen("/proc/meminfo", "r");
+	long pcp = pcp_free_kb();
 	size_t n;
 
 	if (!f)
@@ -106,6 +129,12 @@ static struct mem read_mem(void)
 	m.vmalloc = meminfo_kb(buf, "\nVmallocUsed:");
 	m.percpu = meminfo_kb(buf, "\nPercpu:");
 	m.avail = meminfo_kb(buf, "\nMemAvailable:");
+	/* MemTotal comes first: no newline before it. */
+	if (pcp >= 0)
+		m.pages = atol(buf + strlen("MemTotal:")) - meminfo_kb(buf, "\nMemFree:") - pcp -
+			  meminfo_kb(buf, "\nActive(anon):") - meminfo_kb(buf, "\nInactive(anon):") -
+			  meminfo_kb(buf, "\nActive(file):") - meminfo_kb(buf, "\nInactive(file):") -
+			  meminfo_kb(buf, "\nUnevictable:");
 	return m;
 }
 
@@ -115,20 +144,29 @@ static long kmem(struct mem m)
 }
 
 /*
- * Let deferred frees (RCU, workqueues, trampolines of an earlier row) finish before memory
- * is read: wait until kernel memory stops shrinking (at most ~15 s).
+ * Let deferred frees (RCU, RCU tasks, workqueues, trampolines of an earlier row) finish
+ * before memory is read: wait until neither kernel memory nor the kernel's pages have
+ * shrunk by more than 64 kB for three reads in a row, half a second apart. An earlier
+ * row's frees still under way would otherwise be subtracted from the next row's memory:
+ * upstream's backend frees tens of megabytes over many seconds on a busy host. At most
+ * 60 s (2 s with --quick), then it says so.
  */
 static void settle(void)
 {
-	long prev = kmem(read_mem()), cur;
+	struct mem prev = read_mem(), cur;
+	int quiet = 0, i, max = opt.quick ? 4 : 120;
 
-	for (int i = 0; i < (opt.quick ? 2 : 30); i++) {
+	for (i = 0; i < max && quiet < 3; i++) {
 		usleep(500000);
-		cur = kmem(read_mem());
-		if (prev - cur < 64)	/* kB: nothing left to free */
-			break;
+		cur = read_mem();
+		if (kmem(prev) - kmem(cur) < 64 && prev.pages - cur.pages < 64)
+			quiet++;
+		else
+			quiet = 0;
 		prev = cur;
 	}
+	if (quiet < 3 && !opt.quick)
+		fprintf(stderr, "attach: kernel memory still shrinking after %d s\n", max / 2);
 }
 
 /* ---- multi engines: one program, one link ---- */
@@ -328,6 +366,7 @@ static void run_multi(struct result *r)
 	r->kmem_kb = kmem(m1) - kmem(m0);
 	r->avail_kb = m0.avail - m1.avail;
 	r->left_kb = kmem(m2) - kmem(m0);
+	r->pages_kb = m1.pages - m0.pages;
 }
 
 /* ---- one fentry program and link per function ---- */
@@ -401,6 +440,7 @@ close:
 		r->kmem_kb = kmem(m1) - kmem(m0);
 		r->avail_kb = m0.avail - m1.avail;
 		r->left_kb = kmem(m2) - kmem(m0);
+		r->pages_kb = m1.pages - m0.pages;
 	}
 	if (!r->status[0] && r->got < r->want)
 		snprintf(r->status, sizeof(r->status),
@@ -454,8 +494,8 @@ static void run_one(enum engine e, size_t want)
 
 static void print_header(void)
 {
-	printf("%-14s %8s %9s %9s %9s %10s %10s %9s  %s\n", "engine", "funcs", "load s",
-	       "attach s", "detach s", "kmem kB", "avail kB", "left kB", "status");
+	printf("%-14s %8s %9s %9s %9s %10s %10s %9s %10s  %s\n", "engine", "funcs", "load s",
+	       "attach s", "detach s", "kmem kB", "avail kB", "left kB", "pages kB", "status");
 	fflush(stdout);
 }
 
@@ -464,9 +504,10 @@ static void print_result(const struct result *r)
 	if (!r->got)
 		printf("%-14s %8zu %s\n", engine_name[r->engine], r->want, r->status);
 	else
-		printf("%-14s %8zu %9.3f %9.3f %9.3f %10ld %10ld %9ld  %s\n",
+		printf("%-14s %8zu %9.3f %9.3f %9.3f %10ld %10ld %9ld %10ld  %s\n",
 		       engine_name[r->engine], r->got, r->load_s, r->attach_s, r->detach_s,
-		       r->kmem_kb, r->avail_kb, r->left_kb, r->status[0] ? r->status : "ok");
+		       r->kmem_kb, r->avail_kb, r->left_kb, r->pages_kb,
+		       r->status[0] ? r->status : "ok");
 	if (r->got && opt.runs && r->runs_attach >= 0)
 		printf("%-14s %8zu runs while attaching %lld, while detaching %lld\n",
 		       engine_name[r->engine], r->got, r->runs_attach, r->runs_detach);
@@ -529,8 +570,9 @@ static int write_json(const char *path, int running)
 		for (const char *c = st; *c; c++)
 			fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
 		fprintf(f, "\", \"load_s\": %.6f, \"attach_s\": %.6f, \"detach_s\": %.6f, "
-			"\"kmem_kb\": %ld, \"avail_kb\": %ld, \"left_kb\": %ld", r->load_s,
-			r->attach_s, r->detach_s, r->kmem_kb, r->avail_kb, r->left_kb);
+			"\"kmem_kb\": %ld, \"avail_kb\": %ld, \"left_kb\": %ld, \"pages_kb\": %ld",
+			r->load_s, r->attach_s, r->detach_s, r->kmem_kb, r->avail_kb, r->left_kb,
+			r->pages_kb);
 		if (opt.runs)
 			fprintf(f, ", \"runs_attach\": %lld, \"runs_detach\": %lld",
 				r->runs_attach, r->runs_detach);

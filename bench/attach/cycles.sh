@@ -35,9 +35,11 @@ took=$(($(date +%s) - start))
 	echo "  functions with one link, detach, close, wait until kernel memory stops shrinking"
 	echo "- kernel memory = Slab + VmallocUsed + Percpu from /proc/meminfo; \"left\" per cycle is"
 	echo "  against just before that cycle, the last column against before the first cycle"
+	echo "- all kernel pages = pages neither free (buddy and per-CPU lists) nor on an LRU list:"
+	echo "  also what the kernel takes from the page allocator directly (bench/attach/attach.c)"
 	echo
-	echo "| engine | attach s (median, min–max) | detach s (median) | kernel memory while attached, kB (median) | left after cycle 1, kB | left after each later cycle, kB (max) | after all cycles vs before the first, kB |"
-	echo "|---|---:|---:|---:|---:|---:|---:|"
+	echo "| engine | attach s (median, min–max) | detach s (median) | kernel memory while attached, kB (median) | all kernel pages while attached, kB (median) | left after cycle 1, kB | left after each later cycle, kB (max) | after all cycles vs before the first, kB |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 	awk '
 	function median(a, n,   i, j, t) {
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -47,10 +49,10 @@ took=$(($(date +%s) - start))
 		if (!n) return
 		lo = hi = at[1]; for (i = 2; i <= n; i++) { if (at[i] < lo) lo = at[i]; if (at[i] > hi) hi = at[i] }
 		mx = 0; for (i = 2; i <= n; i++) if (left[i] > mx) mx = left[i]
-		printf "| %s | %.3f (%.3f–%.3f) | %.3f | %d | %d | %d | %+d |\n", eng, median(at, n), lo, hi, median(dt, n), median(km, n), left[1], mx, total
+		printf "| %s | %.3f (%.3f–%.3f) | %.3f | %d | %d | %d | %d | %+d |\n", eng, median(at, n), lo, hi, median(dt, n), median(km, n), median(pg, n), left[1], mx, total
 		n = 0
 	}
-	$NF == "ok" && $1 != "engine" { eng = $1; n++; at[n] = $4; dt[n] = $5; km[n] = $6; left[n] = $8 }
+	$NF == "ok" && $1 != "engine" { eng = $1; n++; at[n] = $4; dt[n] = $5; km[n] = $6; left[n] = $8; pg[n] = $9 }
 	/^attach: after [0-9]+ cycles/ { total = $10; flush() }
 	END { flush() }' <(tr -d '\r' <"$log")
 	echo
