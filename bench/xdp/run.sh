@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # XDP chaining benchmark: per-packet cost of PASS -> DROP through bpfmux's freplace
-# dispatcher, a plain tail call, libxdp's dispatcher and the kernel chain calls, against
-# one XDP_DROP program, via BPF_PROG_TEST_RUN with repeat. Each kernel is measured in one
-# guest run (all rows interleaved), and compared as ratios: the guest is emulated.
+# dispatcher, a plain tail call, libxdp's dispatcher (made by libxdp, and by bpfmux
+# --engine libxdp) and the kernel chain calls, against one XDP_DROP program, via
+# BPF_PROG_TEST_RUN with repeat; then the attach and detach time of a two-program set per
+# engine (bench/xdp/attach-time.sh). Each kernel is measured in one guest run (rows
+# interleaved), and compared as ratios: the guest is emulated.
 #
 # usage: bench/xdp/run.sh [--quick] [KERNEL...]    (default: ours stock-7.3 stock-6.12)
-#   --quick  3 trials of 5000 repeats: checks the harness end to end (bench/run.sh --quick)
-# env:   TRIALS (default 21), REPEAT (default 50000),
+#   --quick  3 trials of 5000 repeats, 3 attach rounds: checks the harness end to end
+#            (bench/run.sh --quick)
+# env:   TRIALS (default 21), REPEAT (default 50000), ROUNDS (attach rounds, default 11),
 #        OUT (default $BENCH_OUT/xdp.md, BENCH_OUT defaulting to bench/results)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,9 +27,9 @@ done
 [ ${#kernels[@]} -gt 0 ] || kernels=(ours stock-7.3 stock-6.12)
 set -- "${kernels[@]}"
 if [ -n "$quick" ]; then
-	trials=${TRIALS:-3} repeat=${REPEAT:-5000}
+	trials=${TRIALS:-3} repeat=${REPEAT:-5000} rounds=${ROUNDS:-3}
 else
-	trials=${TRIALS:-21} repeat=${REPEAT:-50000}
+	trials=${TRIALS:-21} repeat=${REPEAT:-50000} rounds=${ROUNDS:-11}
 fi
 out=${OUT:-${BENCH_OUT:-bench/results}/xdp.md}
 
@@ -47,7 +50,8 @@ trap 'rm -f "$tmp"' EXIT
 	echo "- host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; guests under QEMU TCG (emulated)"
 	echo "- method: \`BPF_PROG_TEST_RUN\` with repeat = $repeat on a 64-byte frame, kernel-timed mean per run, median of $trials runs, rows interleaved in one guest run per kernel; programs do no work (\`bench/xdp/xdp-bench.bpf.c\`), so the difference to the baseline is the cost of the hop"
 	echo "- every measured chain is first checked to return XDP_DROP (the second program ran)"
-	echo "- libxdp: Debian libxdp1 $libxdp, loaded at run time"
+	echo "- libxdp: Debian libxdp1 $libxdp, loaded at run time (by xdp-bench, and by bpfmux for --engine libxdp)"
+	echo "- attach time: wall time of one \`bpfmux xdp attach\` of PASS and DROP (process start to exit) and of its detach, median of $rounds rounds, engines interleaved; \`xdp-loader load\` twice for reference (\`bench/xdp/attach-time.sh\`)"
 	echo "- host load average when the runs started: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared; emulated time stretches under load)"
 	echo "- absolute times are emulated; read the ratios and compare rows within one table"
 	echo
@@ -55,7 +59,8 @@ trap 'rm -f "$tmp"' EXIT
 for k in "$@"; do
 	echo "== $k" >&2
 	log=$("$repo/vm/run" --kernel "$k" --timeout 900 -- sh -c \
-		"uname -r; '$repo/build/bench/xdp-bench' '$repo/target/debug/bpfmux' '$repo/build/bench/xdp-bench.bpf.o' $trials $repeat") || {
+		"uname -r; '$repo/build/bench/xdp-bench' '$repo/target/debug/bpfmux' '$repo/build/bench/xdp-bench.bpf.o' $trials $repeat &&
+		'$repo/bench/xdp/attach-time.sh' '$repo/target/debug/bpfmux' '$repo/build/bench/xdp-bench.bpf.o' $rounds") || {
 		echo "bench/xdp: the guest run on $k failed:" >&2
 		echo "$log" >&2
 		exit 1
@@ -65,7 +70,8 @@ for k in "$@"; do
 	{
 		echo "## $k ($(head -n1 <<<"$log"))"
 		echo
-		grep '^|' <<<"$log"
+		# the per-packet table, then the attach-time table after a blank line
+		awk '/^\| engine \(two programs\)/ { print "" } /^\|/' <<<"$log"
 		echo
 	} >>"$tmp"
 done

@@ -8,6 +8,8 @@
  *   dispatcher    bpfmux's freplace dispatcher (`bpfmux xdp attach lo PASS DROP`)
  *   tail call     PASS program that tail-calls the DROP program
  *   libxdp        libxdp's dispatcher (on a veth it creates), if libxdp.so.1 loads
+ *   bpfmux libxdp `bpfmux xdp attach --engine libxdp` (libxdp's dispatcher, made
+ *                 through libxdp by bpfmux; on a veth)
  *   kernel chain  the series' BPF_PROG_CHAIN_ADD, PASS entry and wildcard entry,
  *                 if the kernel has the command
  *
@@ -127,19 +129,23 @@ static int xdp_prog_on(int ifindex)
 	return bpf_prog_get_fd_by_id(id);
 }
 
-static void setup_dispatcher(struct row *r, const char *bpfmux, const char *obj, int lo)
+/* bpfmux xdp attach IFACE PASS DROP --engine ENGINE in generic mode, like the other rows'
+ * attachments; the row runs what IFACE then runs */
+static void setup_dispatcher(struct row *r, const char *bpfmux, const char *obj,
+			     const char *iface, const char *engine)
 {
 	char cmd[4096];
 
-	snprintf(cmd, sizeof(cmd), "%s xdp attach lo %s:bench_pass %s:bench_drop --engine dispatcher >/dev/null",
-		 bpfmux, obj, obj);
+	snprintf(cmd, sizeof(cmd),
+		 "%s xdp attach %s %s:bench_pass %s:bench_drop --engine %s --mode generic >/dev/null",
+		 bpfmux, iface, obj, obj, engine);
 	if (system(cmd)) {
-		snprintf(r->why, sizeof(r->why), "bpfmux xdp attach failed");
+		snprintf(r->why, sizeof(r->why), "bpfmux xdp attach --engine %s failed", engine);
 		return;
 	}
-	r->fd = xdp_prog_on(lo);
+	r->fd = xdp_prog_on(if_nametoindex(iface));
 	if (r->fd < 0)
-		snprintf(r->why, sizeof(r->why), "no XDP program on lo after attach");
+		snprintf(r->why, sizeof(r->why), "no XDP program on %s after attach", iface);
 }
 
 static void setup_tail_call(struct row *r, const char *obj_path)
@@ -313,7 +319,7 @@ int main(int argc, char **argv)
 	int trials = 21, lo;
 	unsigned int repeat = 50000;
 	struct bpf_object *base_obj;
-	struct row *base, *disp, *tail, *xdp, *kc, *kcw;
+	struct row *base, *disp, *tail, *xdp, *bxdp, *kc, *kcw;
 	char cmd[4096];
 
 	if (argc != 3 && argc != 5) {
@@ -341,6 +347,7 @@ int main(int argc, char **argv)
 	disp = add_row("PASS -> DROP, bpfmux freplace dispatcher");
 	tail = add_row("PASS -> DROP, plain tail call");
 	xdp = add_row("PASS -> DROP, libxdp dispatcher");
+	bxdp = add_row("PASS -> DROP, libxdp dispatcher made by bpfmux --engine libxdp");
 	kc = add_row("PASS -> DROP, kernel chain (PASS entry)");
 	kcw = add_row("PASS -> DROP, kernel chain (wildcard entry)");
 
@@ -349,13 +356,17 @@ int main(int argc, char **argv)
 		snprintf(base->why, sizeof(base->why), "load bench_drop: %s", strerror(errno));
 	/* Both dispatchers stay attached while measured: detaching drops their freplace
 	 * links and the slots fall back to their stubs. bpfmux takes lo, libxdp a veth. */
-	setup_dispatcher(disp, bpfmux, obj, lo);
+	setup_dispatcher(disp, bpfmux, obj, "lo", "dispatcher");
 	setup_tail_call(tail, obj);
 	if (system("[ -d /sys/module/veth ] || modprobe veth 2>/dev/null; "
 		   "ip link add xbench0 type veth peer name xbench1 && ip link set xbench0 up"))
 		snprintf(xdp->why, sizeof(xdp->why), "cannot create a veth for libxdp");
 	else
 		setup_libxdp(xdp, obj, if_nametoindex("xbench0"));
+	if (system("ip link add xblx0 type veth peer name xblx1 && ip link set xblx0 up"))
+		snprintf(bxdp->why, sizeof(bxdp->why), "cannot create a veth for bpfmux --engine libxdp");
+	else
+		setup_dispatcher(bxdp, bpfmux, obj, "xblx0", "libxdp");
 	setup_kernel_chain(kc, obj, false);
 	setup_kernel_chain(kcw, obj, true);
 	attach_to_veth(base);
@@ -405,6 +416,11 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd), "%s xdp detach lo >/dev/null", bpfmux);
 	if (disp->n && system(cmd))
 		fprintf(stderr, "xdp-bench: bpfmux xdp detach lo failed\n");
+	snprintf(cmd, sizeof(cmd), "%s xdp detach xblx0 >/dev/null", bpfmux);
+	if (bxdp->n && system(cmd))
+		fprintf(stderr, "xdp-bench: bpfmux xdp detach xblx0 failed\n");
+	if (system("ip link del xblx0 2>/dev/null"))
+		fprintf(stderr, "xdp-bench: could not delete xblx0\n");
 
 	double b = base->n ? median(base) : 0, tc = tail->n ? median(tail) : 0;
 
