@@ -108,7 +108,8 @@ struct DetachArgs {
     /// Interface, e.g. eth0.
     #[arg(required_unless_present = "stale", conflicts_with = "stale")]
     iface: Option<String>,
-    /// Instead: remove the state of sets whose interface is gone.
+    /// Instead: remove the state of sets whose interface is gone (in
+    /// libxdp's dispatcher: whose programs are all gone).
     #[arg(long)]
     stale: bool,
     /// Where libxdp's dispatcher runs: remove all of it, other tools'
