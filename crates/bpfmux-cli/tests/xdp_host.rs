@@ -153,6 +153,49 @@ fn several_programs_run_or_fail_cleanly() {
     }
 }
 
+/// The libxdp engine (libxdp's bpffs state in the private bpffs too): it
+/// runs in libxdp's dispatcher where the kernel allows freplace, and fails
+/// with the reason where it does not (this project's hosts, where libxdp
+/// falls back to a program without its dispatcher) or where libxdp is
+/// missing, with nothing left on the interface or in bpffs.
+#[test]
+fn libxdp_engine_runs_or_fails_cleanly() {
+    let (dir, obj) = object("libxdp");
+    let out = in_netns(
+        &obj,
+        r#"
+        export LIBXDP_BPFFS=$BPFMUX_BPFFS
+        $B xdp attach h1 "$O:host_pass" "$O:host_drop" --engine libxdp --priority 7; echo "--rc $?"
+        echo "--list"; $B xdp list
+        $B xdp detach h1; echo "--detach $?"
+        echo "--ip"; ip -d link show h1 | grep -c 'prog/xdp' || true
+        # pins only: bpffs's own progs.debug and maps.debug are no pins
+        echo "--pins"; find "$BPFMUX_BPFFS" -mindepth 1 -type f ! -name '*.debug' | wc -l
+        "#,
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    let t = &out.text;
+    if t.contains("--rc 0") {
+        assert!(t.contains("2 programs, engine libxdp"), "{t}");
+        assert!(t.contains("host_pass") && t.contains("bpfmux"), "{t}");
+        assert!(t.contains("--detach 0"), "{t}");
+    } else {
+        assert!(t.contains("--rc 1"), "{t}");
+        assert!(
+            t.contains("without its dispatcher")
+                || t.contains("needs BPF trampolines")
+                || t.contains("libxdp is not available"),
+            "error does not explain the refusal:\n{t}"
+        );
+        assert!(t.contains("no XDP sets attached by bpfmux"), "{t}");
+    }
+    assert!(
+        t.contains("--ip\n0\n"),
+        "XDP program left on the interface:\n{t}"
+    );
+    assert!(t.contains("--pins\n0\n"), "pins left:\n{t}");
+}
+
 #[test]
 fn bad_inputs_are_refused_with_reasons() {
     let (dir, obj) = object("bad");

@@ -632,7 +632,18 @@ pub fn attach(ifindex: u32, mode: Mode, progs: &[NewProg<'_>]) -> Result<Vec<u32
         )
     };
     if rc != 0 {
-        return Err(lib.error("add the programs to libxdp's dispatcher", rc));
+        let mut e = lib.error("add the programs to libxdp's dispatcher", rc);
+        if let LibxdpError::Call { message, .. } = &mut e {
+            if rc == -libc::EOPNOTSUPP || rc == -libc::EPERM {
+                // libxdp's own words for this are warnings on stderr.
+                message.push_str(
+                    " (libxdp's dispatcher needs BPF trampolines for its freplace programs, \
+                     which this kernel refuses; a single program attaches without it with \
+                     --engine auto)",
+                );
+            }
+        }
+        return Err(e);
     }
     // SAFETY: loaded programs.
     let ids: Vec<u32> = created

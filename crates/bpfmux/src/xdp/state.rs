@@ -306,18 +306,20 @@ impl IfaceDir {
         path.exists().then(|| read_state(&path))
     }
 
-    /// Records (or re-records) bpfmux's programs in libxdp's dispatcher.
+    /// Records (or re-records) bpfmux's programs in libxdp's dispatcher:
+    /// written beside the old record, then renamed over it, so a failure
+    /// leaves the old one.
     pub fn write_libxdp_record(&self, record: &SetRecord) -> Result<()> {
         fs::create_dir_all(&self.path)
             .with_context(|| format!("create {}", self.path.display()))?;
         let path = self.path.join(LIBXDP_STATE);
-        match fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("remove {}", path.display()))
-            }
-            _ => {}
-        }
-        write_state(&path, record)
+        let new = self.path.join(format!("{LIBXDP_STATE}.new"));
+        let _ = fs::remove_file(&new); // a crash leftover
+        write_state(&new, record)?;
+        fs::rename(&new, &path).map_err(|e| {
+            let _ = fs::remove_file(&new);
+            anyhow::Error::new(e).context(format!("rename {} to {}", new.display(), path.display()))
+        })
     }
 
     /// Removes the interface's whole directory (after detach).
