@@ -313,7 +313,7 @@ impl IfaceDir {
         fs::create_dir_all(&self.path)
             .with_context(|| format!("create {}", self.path.display()))?;
         let path = self.path.join(LIBXDP_STATE);
-        let new = self.path.join(format!("{LIBXDP_STATE}.new"));
+        let new = self.path.join(format!("{LIBXDP_STATE}-new")); // bpffs refuses names with dots
         let _ = fs::remove_file(&new); // a crash leftover
         write_state(&new, record)?;
         fs::rename(&new, &path).map_err(|e| {
