@@ -190,6 +190,8 @@ pub struct Tracer {
     /// Why counting could not be stopped before detaching (the summary then
     /// includes calls made while detaching).
     pub disarm_error: Option<String>,
+    /// Recursion misses read just before the programs were closed.
+    misses_at_detach: Option<u64>,
     links: usize,
     // Declared before `obj`: programs and links go before the maps.
     backend: Box<dyn Engine>,
@@ -272,6 +274,7 @@ impl Plan {
         Ok(Tracer {
             breakdown: backend.breakdown(),
             disarm_error: None,
+            misses_at_detach: None,
             links: backend.links(),
             opts,
             selection,
@@ -342,7 +345,11 @@ impl Tracer {
 
     /// Calls the programs skipped because one was already running on the
     /// CPU (the kernel's recursion guard): counts can be short by this much.
+    /// After [`Tracer::detach`], the number when the programs were closed.
     pub fn recursion_misses(&self) -> u64 {
+        if let Some(n) = self.misses_at_detach {
+            return n;
+        }
         self.backend
             .programs()
             .iter()
@@ -357,6 +364,8 @@ impl Tracer {
         let t0 = Instant::now();
         // Detaching goes on even if this failed; the caller can say so.
         self.disarm_error = self.obj.disarm().err().map(|e| format!("{e:#}"));
+        // The programs' statistics go with them.
+        self.misses_at_detach = Some(self.recursion_misses());
         self.backend.detach(progress);
         t0.elapsed()
     }
