@@ -30,6 +30,7 @@ mod program;
 pub mod report;
 mod select;
 pub mod session;
+mod stacks;
 pub mod summary;
 
 use std::time::{Duration, Instant};
