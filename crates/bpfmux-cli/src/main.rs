@@ -28,6 +28,8 @@ Examples:
   bpfmux trace 'vfs_*'              live call counts of every vfs_ function
   bpfmux trace --latency -d 5 'tcp_*'
                                      per-function latency for 5 seconds
+  bpfmux trace --errors -c 'cat /nope' __x64_sys_openat do_sys_openat2 path_openat
+                                     the chain of calls that failed, with each errno
   bpfmux xdp attach eth0 fw.o count.o several XDP programs on one interface"
 )]
 struct Cli {

@@ -10,6 +10,11 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
   args ENGINE                --args on getpgid 3x: 3 entry and 3 exit events, in order
   own ENGINE                 -c runs the command itself (no shell in front, found through PATH):
                              5000 sigaction queries count exactly 5000 (dash makes 7 at startup)
+  errors ENGINE              --errors on the openat path: 3 openat of a missing file make exactly
+                             3 chains __x64_sys_openat > do_sys_openat2 > path_openat, each
+                             call -2 ENOENT with nested durations, kernel stack through
+                             do_sys_openat2; the summary counts 3 ENOENT in path_openat, nothing
+                             lost; the text form says the same; getpgid 1000x makes no chain
   not-found                  -c with a command that is not in PATH: exit 127 before attaching,
                              a message naming it
   unknown                    an unknown function: exit status != 0, a clear message
@@ -145,6 +150,60 @@ def traced(bpfmux, trigger, engine, extra, patterns, trig_args, env=None):
         return None, None
     check(summary is not None, "a summary object ends the output")
     return objs, summary
+
+
+OPENAT_MISSING = 3
+OPENAT_CHAIN = ["__x64_sys_openat", "do_sys_openat2", "path_openat"]
+
+
+def t_errors(bpfmux, trigger, engine):
+    objs, s = traced(bpfmux, trigger, engine, ["--errors"], OPENAT_CHAIN,
+                     f"openat-missing {OPENAT_MISSING}")
+    if not s:
+        return
+    check_engine(bpfmux, engine, s)
+    chains = [o for o in objs if o.get("type") == "error"]
+    check(len(chains) == OPENAT_MISSING, f"{len(chains)} error chains (want {OPENAT_MISSING})")
+    for i, c in enumerate(chains):
+        names = [k.get("function") for k in c.get("calls", [])]
+        check(names == OPENAT_CHAIN, f"chain {i}: {names} (want {OPENAT_CHAIN})")
+        check((c.get("error"), c.get("errno"), c.get("function")) == ("ENOENT", 2, "path_openat"),
+              f"chain {i}: {c.get('error')} ({c.get('errno')}) in {c.get('function')} "
+              f"(want ENOENT (2) in path_openat)")
+        rets = [(k.get("ret"), k.get("error")) for k in c.get("calls", [])]
+        check(rets == [(-2, "ENOENT")] * 3, f"chain {i}: returns {rets} (want -2 ENOENT each)")
+        d = [k.get("duration_ns") for k in c.get("calls", [])]
+        check(all(isinstance(x, int) and x > 0 for x in d) and d == sorted(d, reverse=True),
+              f"chain {i}: durations {d} are known and nested (outer >= inner)")
+        check(c.get("comm") == "trigger" and c.get("overflow") == 0,
+              f"chain {i}: comm {c.get('comm')}, overflow {c.get('overflow')} (want trigger, 0)")
+        ks = c.get("kernel_stack", [])
+        check(any(f.startswith("do_sys_openat2+") for f in ks),
+              f"chain {i}: kernel stack symbolized through do_sys_openat2 ({ks[:6]})")
+    want = [{"count": OPENAT_MISSING, "errno": 2, "error": "ENOENT",
+             "functions": [{"count": OPENAT_MISSING, "function": "path_openat"}]}]
+    check(s.get("errors") == want, f"summary errors {s.get('errors')} (want {want})")
+    lost = s.get("lost", {})
+    check(set(lost.values()) == {0} and "chains" in lost, f"nothing lost ({lost})")
+    # The text form: a head line per chain, the summary per error, the loss line.
+    args = [*engine_args(engine), "--errors", "-c", f"{trigger} openat-missing {OPENAT_MISSING}",
+            *OPENAT_CHAIN]
+    p = run(bpfmux, args)
+    heads = re.findall(r"\] ENOENT in path_openat, 3 calls$", p.stdout, re.M)
+    check(p.returncode == 0 and len(heads) == OPENAT_MISSING,
+          f"text: exit {p.returncode}, {len(heads)} chain head lines (want 0, {OPENAT_MISSING})")
+    check(re.search(rf"^ENOENT \(2\) +{OPENAT_MISSING}  path_openat {OPENAT_MISSING}$", p.stdout,
+                    re.M) is not None, "text: the summary counts the chains per error")
+    check("bpfmux trace: nothing lost" in p.stderr, "text: says nothing was lost")
+    # Calls that all succeed make no chain.
+    objs, s = traced(bpfmux, trigger, engine, ["--errors"], ["__x64_sys_getpgid"],
+                     f"getpgid {GETPGID}")
+    if not s:
+        return
+    n = len([o for o in objs if o.get("type") == "error"])
+    check(n == 0 and s.get("errors") == [], f"getpgid: {n} chains, {s.get('errors')} (want none)")
+    f = calls(s, "__x64_sys_getpgid")
+    check(f.get("calls") == GETPGID, f"getpgid: {f.get('calls')} calls (want {GETPGID})")
 
 
 def check_engine(bpfmux, engine, summary):
@@ -475,7 +534,7 @@ def main():
     links_tool = os.path.join(os.path.dirname(trigger), "trace-links")
     check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,
-     "not-found": t_not_found,
+     "not-found": t_not_found, "errors": t_errors,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star,
      "star-sigint": t_star_sigint}[what](bpfmux, trigger, *rest)

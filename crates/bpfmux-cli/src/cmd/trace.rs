@@ -29,6 +29,13 @@ functions ftrace can attach and a trampoline can take, with unique names;
 kernel directly. A function the kernel refuses to attach is skipped with a
 warning naming it and the rest is attached (an unknown name is an error).
 
+--errors keeps each thread's traced calls in flight (32 deep; deeper ones are
+counted and said) and prints every chain of them that ends in an error: a call
+returning -errno (functions returning a signed integer) or NULL / ERR_PTR
+(functions returning a pointer), with each outer call's return value and time,
+and the kernel and user stacks at the failing return; sent when the outermost
+traced call returns. The summary counts the chains per error.
+
 Counting starts once every function is attached and stops before detaching.
 Ctrl-C (or SIGTERM) stops tracing, or abandons an attach in progress; either
 way everything attached is detached before bpfmux exits (status 130/143 when
@@ -50,6 +57,9 @@ Examples:
   bpfmux trace --stacks __x64_sys_openat --comm bash
                                              who calls it, kernel and user stacks
   bpfmux trace -c 'ls -l /' 'ksys_*' --json  trace one command, JSON lines out
+  bpfmux trace --errors -c 'cat /nonexistent' __x64_sys_openat do_sys_openat2 path_openat
+                                             the chain of calls that failed, with -ENOENT
+  bpfmux trace --errors 'ext4_*' --comm tar  every failing chain of ext4 calls tar makes
   bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)
   bpfmux trace --list 'tcp_*'                the functions a pattern selects, no attach
   bpfmux trace -f funcs.txt -d 5             patterns from a file, one per line")]
@@ -81,6 +91,11 @@ pub struct Args {
     /// Count kernel and user stacks per call site, print the busiest at the end.
     #[arg(short, long)]
     stacks: bool,
+    /// Print every chain of traced calls that ends in an error (-errno,
+    /// NULL or ERR_PTR), outermost call first, with return values, times
+    /// and stacks; the summary counts them per error.
+    #[arg(short = 'E', long)]
+    errors: bool,
     /// Only calls made by this process.
     #[arg(short, long)]
     pid: Option<u32>,
@@ -103,7 +118,8 @@ pub struct Args {
     /// redirections and expansions run under /bin/sh, with a note.
     #[arg(short = 'c', long, value_name = "COMMAND")]
     command: Option<String>,
-    /// JSON lines: one object per interval (or event), then a summary.
+    /// JSON lines: one object per interval (or event, or error chain), then
+    /// a summary.
     #[arg(long)]
     json: bool,
     /// Rows in the live table (default: the terminal's height).
@@ -161,6 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         capture: args.args,
         kstack: args.stacks,
         ustack: args.stacks,
+        errors: args.errors,
         filters,
     };
     let plan = trace::plan(opts)?;
@@ -197,12 +214,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         c.release()?;
     }
     let out = crate::out::stdout();
+    // Per-call events and error chains come without interval lines.
+    let intervals = !args.args && !args.errors;
     let mut report: Box<dyn Report> = if args.json {
-        Box::new(JsonLines::new(out, !args.args))
-    } else if !args.args && std::io::stdout().is_terminal() {
+        Box::new(JsonLines::new(out, intervals))
+    } else if intervals && std::io::stdout().is_terminal() {
         Box::new(LiveTable::new(out, args.latency, args.top))
     } else {
-        Box::new(PlainText::new(out, args.latency, args.top, !args.args))
+        Box::new(PlainText::new(out, args.latency, args.top, intervals))
     };
     let interval = Duration::from_secs_f64(args.interval);
     let duration = args.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
@@ -228,7 +247,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// `--list`: the selection only, no engine, nothing loaded.
 fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Result<()> {
     let t0 = Instant::now();
-    let needs_exit = args.latency || args.args;
+    let needs_exit = args.latency || args.args || args.errors;
     let sel = trace::select(patterns, excludes, SelectOptions { needs_exit })?;
     let select_time = t0.elapsed();
     let mut out = crate::out::stdout();

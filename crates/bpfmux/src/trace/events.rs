@@ -59,9 +59,12 @@ pub struct Snapshot {
     pub lost_stacks: u64,
     /// Calls nested too deeply to pair entry and exit.
     pub lost_depth: u64,
+    /// Error chains the ring buffer had no room for.
+    pub lost_chains: u64,
 }
 
-fn u64_at(b: &[u8], off: usize) -> u64 {
+/// The native-endian u64 at `off` (the caller checked the length).
+pub(crate) fn u64_at(b: &[u8], off: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[off..off + 8]);
     u64::from_ne_bytes(a)
@@ -117,7 +120,7 @@ impl Reader {
             None
         };
         let lost_map = obj.map("lost")?;
-        let mut lost = [0u64; 3];
+        let mut lost = [0u64; 4];
         for (k, slot) in lost.iter_mut().enumerate() {
             let key = (k as u32).to_ne_bytes();
             if let Some(per_cpu) = lost_map
@@ -133,6 +136,7 @@ impl Reader {
             lost_events: lost[0],
             lost_stacks: lost[1],
             lost_depth: lost[2],
+            lost_chains: lost[3],
         })
     }
 }

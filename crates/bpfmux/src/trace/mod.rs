@@ -18,10 +18,15 @@
 //! 6. [`Session::detach`], then [`Session::summary`]: a serializable
 //!    [`Summary`] with the busiest stacks symbolized.
 //!
+//! With [`TraceOptions::errors`] the programs keep each thread's calls in
+//! flight and report every chain of them that ends in an error
+//! ([`errors`]).
+//!
 //! [`output`] has the text forms the reports and `bpfmux trace` print.
 
 mod btf;
 mod engine;
+pub mod errors;
 mod events;
 mod listings;
 pub mod output;
@@ -109,6 +114,9 @@ pub struct TraceOptions {
     pub kstack: bool,
     /// Count user stacks per call site.
     pub ustack: bool,
+    /// Report every chain of traced calls that ends in an error (see
+    /// [`errors`]).
+    pub errors: bool,
     /// Which calls count (process, cgroup, task name).
     pub filters: Filters,
 }
@@ -116,7 +124,7 @@ pub struct TraceOptions {
 impl TraceOptions {
     /// Latency and return values need the exit side of each call.
     pub fn needs_exit(&self) -> bool {
-        self.latency || self.capture
+        self.latency || self.capture || self.errors
     }
 }
 
@@ -221,6 +229,7 @@ impl Plan {
             kstack: opts.kstack,
             ustack: opts.ustack,
             pair_entry_exit: exit == ExitSide::Pair,
+            errors: opts.errors,
             filters: opts.filters.clone(),
         };
         let t0 = Instant::now();
@@ -231,12 +240,17 @@ impl Plan {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                i as u64
-                    | if capture && f.exact {
-                        COOKIE_CAPTURE
-                    } else {
-                        0
-                    }
+                let capture = if capture && f.exact {
+                    COOKIE_CAPTURE
+                } else {
+                    0
+                };
+                let ret = if opts.errors {
+                    errors::RetClass::of(f.proto.ret).cookie_bits()
+                } else {
+                    0
+                };
+                i as u64 | capture | ret
             })
             .collect();
         let targets = Targets {
@@ -322,26 +336,43 @@ impl Tracer {
         &self.obj
     }
 
-    /// A ring buffer over the per-call events, calling `f` for each; `None`
-    /// when no function captures events. Poll it to receive them.
-    pub(crate) fn event_ring<'a>(
+    /// The ring buffers the programs write: per-call events (calling
+    /// `on_event` for each) when a function captures them, error chains
+    /// (`on_chain`) with [`TraceOptions::errors`]; `None` when there is
+    /// neither. Poll it to receive them.
+    pub(crate) fn rings<'a>(
         &'a self,
-        mut f: impl FnMut(events::Event) + 'a,
+        mut on_event: impl FnMut(events::Event) + 'a,
+        mut on_chain: impl FnMut(errors::ChainRecord) + 'a,
     ) -> Result<Option<libbpf_rs::RingBuffer<'a>>, Error> {
         let capture = self.opts.capture && self.selection.funcs.iter().any(|f| f.exact);
-        if !capture {
+        if !capture && !self.opts.errors {
             return Ok(None);
         }
-        let map = self.obj.map("events")?;
         let mut b = libbpf_rs::RingBufferBuilder::new();
-        b.add(&map, move |data: &[u8]| {
-            if let Some(e) = events::Event::parse(data) {
-                f(e);
-            }
-            0
-        })
-        .context("ring buffer for events")?;
-        Ok(Some(b.build().context("ring buffer for events")?))
+        let events_map;
+        if capture {
+            events_map = self.obj.map("events")?;
+            b.add(&events_map, move |data: &[u8]| {
+                if let Some(e) = events::Event::parse(data) {
+                    on_event(e);
+                }
+                0
+            })
+            .context("ring buffer for events")?;
+        }
+        let chains_map;
+        if self.opts.errors {
+            chains_map = self.obj.map("chains")?;
+            b.add(&chains_map, move |data: &[u8]| {
+                if let Some(c) = errors::ChainRecord::parse(data) {
+                    on_chain(c);
+                }
+                0
+            })
+            .context("ring buffer for error chains")?;
+        }
+        Ok(Some(b.build().context("ring buffers for events")?))
     }
 
     /// Calls the programs skipped because one was already running on the

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::engine::{EngineKind, ExitSide};
+use super::errors::ErrorTotals;
 use super::events::{self, FuncStats};
 use super::output::percentile;
 pub use super::stacks::stack_frames;
@@ -52,6 +53,9 @@ pub struct Summary {
     pub elapsed_s: f64,
     /// Per-call events reported.
     pub events: usize,
+    /// Error chains reported per error, with `--errors`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<ErrorTotals>>,
     /// What could not be recorded.
     pub lost: Lost,
     /// Functions called at least once, busiest first.
@@ -102,9 +106,12 @@ pub struct AttachBreakdown {
 pub struct Lost {
     /// Ring buffer full.
     pub events: u64,
+    /// Error chains the ring buffer had no room for.
+    pub chains: u64,
     /// Stack map full.
     pub stacks: u64,
-    /// Calls nested too deeply to pair entry and exit.
+    /// Calls nested too deeply for the per-thread call stack (their
+    /// entry and exit not paired, left out of error chains).
     pub nesting: u64,
     /// Calls the kernel's recursion guard skipped.
     pub recursion_misses: u64,
@@ -113,7 +120,7 @@ pub struct Lost {
 impl Lost {
     /// Anything lost at all.
     pub fn any(&self) -> bool {
-        self.events + self.stacks + self.nesting > 0 || self.recursion_misses > 0
+        self.events + self.chains + self.stacks + self.nesting + self.recursion_misses > 0
     }
 }
 
