@@ -1,7 +1,8 @@
 # bpfmux trace: exact counts on every engine the kernel has (-c: the command's own calls
 # only, no shell in front), globs of hundreds of
 # functions, per-call events, clear errors, refused functions skipped by name, nothing
-# left attached after an error or a signal, --errors chains with exact calls and errnos.
+# left attached after an error or a signal, --errors chains with exact calls and errnos,
+# bpfmux inject failing exactly --times calls and refusing functions not on the list.
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
@@ -16,6 +17,17 @@ if on ours; then
 	run trace-refused-global tc refused global
 	run trace-sigterm-global tc sigterm global 'vfs_*'
 	run trace-errors-global tc errors global
+	# bpfmux inject: fmod_ret.multi through the global trampoline and the plain backend,
+	# one fmod_ret per function, and the automatic choice.
+	run inject-global tc inject global
+	run inject-tracing-multi tc inject tracing-multi
+	run inject-fentry-each tc inject fentry-each
+	run inject-auto tc inject auto
+fi
+# Debian's stock kernels are built without function error injection (no list in debugfs):
+# bpfmux inject must say so, and attach nothing.
+if on stock-7.3 stock-6.12; then
+	run inject-no-error-injection tc inject-none fentry-each
 fi
 # Our kernel and stock 7.3: tracing_multi (fsession.multi for latency), kprobe.multi/
 # kprobe.session, one fentry(+fexit) per function; the automatic choice too.
@@ -58,5 +70,7 @@ run trace-sigterm-kprobe-multi tc sigterm kprobe-multi 'vfs_*'
 # --errors: the failing chain of an openat, on every engine with an exit side.
 run trace-errors-kprobe-multi tc errors kprobe-multi
 run trace-errors-fentry-each tc errors fentry-each
+# No injection through kprobe.multi (bpf_override_return is not implemented), on any kernel.
+run inject-no-kprobe-multi tc inject-unavailable kprobe-multi
 run trace-unknown-function tc unknown
 run trace-c-not-found tc not-found

@@ -15,6 +15,14 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              call -2 ENOENT with nested durations, kernel stack through
                              do_sys_openat2; the summary counts 3 ENOENT in path_openat, nothing
                              lost; the text form says the same; getpgid 1000x makes no chain
+  inject ENGINE              bpfmux inject --times 7 -e EPERM on getpgid under -c: of 20 calls
+                             exactly 7 fail with EPERM (the command says so), the summary
+                             counts 20 calls and 7 injected; a glob keeps only functions
+                             on the error-injection list; vfs_read (not on it) is refused
+                             with a message naming it, nothing attached
+  inject-unavailable ENGINE  an engine that cannot inject: exit != 0, says why
+  inject-none ENGINE         a kernel without function error injection (no list in debugfs):
+                             exit != 0, says so, nothing attached
   not-found                  -c with a command that is not in PATH: exit 127 before attaching,
                              a message naming it
   unknown                    an unknown function: exit status != 0, a clear message
@@ -120,8 +128,15 @@ def expected_exit_side(bpfmux, engine):
     return "session"
 
 
-def expected_engine(bpfmux):
+def expected_engine(bpfmux, inject=False):
     feats = features(bpfmux)
+    if inject:
+        for feat, engine in [("global_trampoline", "global"), ("tracing_multi", "tracing-multi"),
+                             ("fmod_ret", "fentry-each")]:
+            if feats.get(feat) == "yes" and (engine == "fentry-each" or
+                                             feats.get("fmod_ret.multi") == "yes"):
+                return engine
+        return None
     for feat, engine in [("global_trampoline", "global"), ("tracing_multi", "tracing-multi"),
                          ("kprobe.multi", "kprobe-multi"), ("fentry", "fentry-each")]:
         if feats.get(feat) == "yes":
@@ -206,8 +221,80 @@ def t_errors(bpfmux, trigger, engine):
     check(f.get("calls") == GETPGID, f"getpgid: {f.get('calls')} calls (want {GETPGID})")
 
 
-def check_engine(bpfmux, engine, summary):
-    want = expected_engine(bpfmux) if engine == "auto" else engine
+def run_inject(bpfmux, args):
+    global last_stderr
+    p = subprocess.run([bpfmux, "inject", *args], capture_output=True, text=True, timeout=600)
+    last_stderr = p.stderr
+    for line in p.stderr.splitlines():
+        print(f"  stderr: {line}")
+    check_nothing_attached(f"bpfmux inject exited {p.returncode}")
+    return p
+
+
+INJECT_CALLS, INJECT_TIMES = 20, 7
+
+
+def t_inject(bpfmux, trigger, engine):
+    args = [*engine_args(engine), "--json", "-e", "EPERM", "--times", str(INJECT_TIMES),
+            "-c", f"{trigger} getpgid-errors {INJECT_CALLS}", "__x64_sys_getpgid"]
+    p = run_inject(bpfmux, args)
+    check(p.returncode == 0, f"bpfmux inject {' '.join(args)} exits 0 (got {p.returncode})")
+    # The command's line and bpfmux's JSON summary share standard output.
+    lines = p.stdout.splitlines()
+    said = [l for l in lines if l.startswith("failed ")]
+    want = f"failed {INJECT_TIMES} errno 1"
+    check(said == [want], f"the command says {said} (want ['{want}']: EPERM is 1)")
+    s = [json.loads(l) for l in lines if l.startswith("{")]
+    s = s[-1] if s else {}
+    check(s.get("type") == "summary", "a JSON summary ends the output")
+    if s.get("type") != "summary":
+        return
+    check_engine(bpfmux, engine, s, inject=True)
+    f = calls(s, "__x64_sys_getpgid")
+    check((f.get("calls"), f.get("injected"), s.get("injected")) ==
+          (INJECT_CALLS, INJECT_TIMES, INJECT_TIMES),
+          f"summary: {f.get('calls')} calls, {f.get('injected')} injected, {s.get('injected')} "
+          f"in all (want {INJECT_CALLS}, {INJECT_TIMES}, {INJECT_TIMES})")
+    # A glob: only functions on the error-injection list stay.
+    args = [*engine_args(engine), "--json", "--times", "2", "-c", f"{trigger} getpgid-errors 5",
+            "__x64_sys_getpgi[d]", "vfs_rea[d]"]
+    p = run_inject(bpfmux, args)
+    lines = p.stdout.splitlines()
+    s = [json.loads(l) for l in lines if l.startswith("{")]
+    s = s[-1] if s else {}
+    check(p.returncode == 0 and "failed 2 errno 12" in lines,
+          f"glob: exit {p.returncode}, the command says {[l for l in lines if l.startswith('failed')]}"
+          " (want 0, 'failed 2 errno 12': ENOMEM by default)")
+    check((s.get("functions_attached"), s.get("functions_dropped")) == (1, 1),
+          f"glob: {s.get('functions_attached')} attached, {s.get('functions_dropped')} dropped "
+          "(want 1: getpgid; 1: vfs_read, not on the list)")
+    # Named exactly and not on the list: refused before anything is attached.
+    p = run_inject(bpfmux, [*engine_args(engine), "vfs_read"])
+    check(p.returncode != 0 and "vfs_read" in p.stderr and "error-injection list" in p.stderr
+          and "attached" not in p.stderr,
+          f"vfs_read: exit {p.returncode}, refused with a message naming it and the list")
+
+
+def t_inject_none(bpfmux, trigger, engine):
+    check(os.path.isdir("/sys/kernel/debug/tracing") and
+          not os.path.exists("/sys/kernel/debug/error_injection"),
+          "debugfs is mounted and has no error_injection directory (the premise)")
+    p = run_inject(bpfmux, ["--engine", engine, "-c", f"{trigger} getpgid-errors 5",
+                            "__x64_sys_getpgid"])
+    check(p.returncode != 0 and "no function error injection" in p.stderr
+          and "CONFIG_FUNCTION_ERROR_INJECTION" in p.stderr and "attached" not in p.stderr,
+          f"exit {p.returncode}, says the kernel has no function error injection")
+    check("failed " not in p.stdout, "the command did not run")
+
+
+def t_inject_unavailable(bpfmux, trigger, engine):
+    p = run_inject(bpfmux, ["--engine", engine, "__x64_sys_getpgid"])
+    check(p.returncode != 0 and f"engine {engine} is not available" in p.stderr,
+          f"exit {p.returncode}, says the engine cannot inject")
+
+
+def check_engine(bpfmux, engine, summary, inject=False):
+    want = expected_engine(bpfmux, inject) if engine == "auto" else engine
     check(summary["engine"] == want, f"engine {summary['engine']} (want {want})")
 
 
@@ -534,7 +621,8 @@ def main():
     links_tool = os.path.join(os.path.dirname(trigger), "trace-links")
     check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,
-     "not-found": t_not_found, "errors": t_errors,
+     "not-found": t_not_found, "errors": t_errors, "inject": t_inject,
+     "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star,
      "star-sigint": t_star_sigint}[what](bpfmux, trigger, *rest)

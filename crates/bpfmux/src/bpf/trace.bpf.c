@@ -17,6 +17,8 @@
  *                                       fsession.multi), paired with trace_multi_entry
  *   trace_fentry         fentry         template, one copy per function
  *   trace_fexit          fexit          template, one copy per function
+ *   trace_multi_fmod_ret fmod_ret.multi error injection, tracing_multi link
+ *   trace_fmod_ret       fmod_ret       error injection, one copy per function
  * Where entry and exit are two programs (fentry + fexit, fentry.multi +
  * fexit.multi) the entry pushes a frame on a per-thread call stack and the
  * exit pops it, which gives the duration. Error chains (`want_errors`) keep
@@ -61,6 +63,14 @@ const volatile bool want_ustack;
 const volatile bool pair_entry_exit;
 /* Report chains of calls that end in an error (call stacks on every engine). */
 const volatile bool want_errors;
+/*
+ * Error injection (`bpfmux inject`): the value a chosen call returns instead
+ * of running (-errno), the chance a call is chosen out of 2^32 (2^32: every
+ * call), and how many calls at most (0: no limit).
+ */
+const volatile __s64 inject_ret;
+const volatile __u64 inject_chance;
+const volatile __u64 inject_times;
 
 /* Sizes below are placeholders: the loader sets them from the function set. */
 struct {
@@ -196,6 +206,8 @@ static __always_inline void count_lost(__u32 what)
  * counted, so a summary shows the traced workload only.
  */
 volatile __u32 armed;
+/* Calls chosen for injection so far (those past inject_times included). */
+__u64 inject_tickets;
 
 static __always_inline bool pass_filters(void)
 {
@@ -602,6 +614,43 @@ int trace_kprobe_session(struct pt_regs *ctx)
 		push_frame(cookie);
 	*start = bpf_ktime_get_ns();
 	return 0;
+}
+
+/*
+ * Error injection: counts the call like an entry and decides whether it
+ * fails. Returns the value the function returns instead of running, or 0:
+ * run it. A 64-bit return, so an ERR_PTR comes out whole.
+ */
+static __always_inline long inject(__u64 cookie)
+{
+	__u32 func = (__u32)cookie;
+	struct trace_func_stats *st;
+
+	if (!pass_filters())
+		return 0;
+	st = bpf_map_lookup_elem(&stats, &func);
+	if (st)
+		st->calls++;
+	if (inject_chance <= 0xffffffffULL && bpf_get_prandom_u32() >= inject_chance)
+		return 0;
+	/* each chosen call takes a ticket: exactly inject_times of them fail */
+	if (inject_times && __sync_fetch_and_add(&inject_tickets, 1) >= inject_times)
+		return 0;
+	if (st)
+		st->injected++;
+	return inject_ret;
+}
+
+SEC("fmod_ret.multi")
+long trace_multi_fmod_ret(void *ctx)
+{
+	return inject(bpf_get_attach_cookie(ctx));
+}
+
+SEC("fmod_ret")
+long trace_fmod_ret(void *ctx)
+{
+	return inject(bpf_get_attach_cookie(ctx));
 }
 
 SEC("fentry")

@@ -32,6 +32,7 @@ struct trace_func_stats {
 	__u64 lat_count;
 	__u64 lat_sum_ns;
 	__u64 lat_max_ns;
+	__u64 injected; /* calls made to fail (bpfmux inject) */
 };
 
 enum trace_event_kind {

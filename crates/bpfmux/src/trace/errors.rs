@@ -582,6 +582,13 @@ pub fn errno_name(e: i32) -> Option<&'static str> {
         .or_else(|| INTERNAL.iter().find(|(n, _)| *n == e).map(|(_, s)| *s))
 }
 
+/// The errno of a symbolic name (`ENOMEM`, `enomem`), the inverse of
+/// [`errno_name`].
+pub fn errno_by_name(name: &str) -> Option<i32> {
+    let upper = name.to_ascii_uppercase();
+    (1..=529).find(|&e| errno_name(e) == Some(upper.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -603,6 +610,10 @@ mod tests {
             (None, None, None)
         );
         assert_eq!(Failure::Errno(300).name(), "E300");
+        assert_eq!(errno_by_name("ENOMEM"), Some(12));
+        assert_eq!(errno_by_name("eperm"), Some(1));
+        assert_eq!(errno_by_name("ERESTARTSYS"), Some(512));
+        assert_eq!((errno_by_name("ENOPE"), errno_by_name("")), (None, None));
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct FuncStats {
     pub lat_sum_ns: u64,
     /// The longest of them, in nanoseconds.
     pub lat_max_ns: u64,
+    /// Calls made to fail (`bpfmux inject`).
+    pub injected: u64,
 }
 
 impl FuncStats {
@@ -30,6 +32,7 @@ impl FuncStats {
         self.lat_count += o.lat_count;
         self.lat_sum_ns += o.lat_sum_ns;
         self.lat_max_ns = self.lat_max_ns.max(o.lat_max_ns);
+        self.injected += o.injected;
     }
 
     /// Counters accumulated since `earlier` (max stays the running max).
@@ -39,6 +42,7 @@ impl FuncStats {
             lat_count: self.lat_count.saturating_sub(earlier.lat_count),
             lat_sum_ns: self.lat_sum_ns.saturating_sub(earlier.lat_sum_ns),
             lat_max_ns: self.lat_max_ns,
+            injected: self.injected.saturating_sub(earlier.injected),
         }
     }
 }
@@ -100,6 +104,7 @@ impl Reader {
                     lat_count: u64_at(&raw, off + 8),
                     lat_sum_ns: u64_at(&raw, off + 16),
                     lat_max_ns: u64_at(&raw, off + 24),
+                    injected: u64_at(&raw, off + 32),
                 });
             }
         }
@@ -308,12 +313,14 @@ mod tests {
             lat_count: 4,
             lat_sum_ns: 400,
             lat_max_ns: 200,
+            injected: 0,
         };
         let b = FuncStats {
             calls: 15,
             lat_count: 6,
             lat_sum_ns: 700,
             lat_max_ns: 250,
+            injected: 0,
         };
         let d = b.since(&a);
         assert_eq!(

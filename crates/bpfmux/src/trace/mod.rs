@@ -20,7 +20,8 @@
 //!
 //! With [`TraceOptions::errors`] the programs keep each thread's calls in
 //! flight and report every chain of them that ends in an error
-//! ([`errors`]).
+//! ([`errors`]). With [`TraceOptions::inject`] fmod_ret programs make calls
+//! fail instead ([`inject`]); the rest of the path is the same.
 //!
 //! [`output`] has the text forms the reports and `bpfmux trace` print.
 
@@ -28,6 +29,7 @@ mod btf;
 mod engine;
 pub mod errors;
 mod events;
+pub mod inject;
 mod listings;
 pub mod output;
 mod pattern;
@@ -71,6 +73,10 @@ pub enum Error {
     /// A name in no kernel BTF, or nothing left to trace.
     #[error(transparent)]
     Select(#[from] SelectError),
+    /// Error injection cannot be set up (a function the kernel does not
+    /// allow it on, the list unreadable, ...).
+    #[error(transparent)]
+    Inject(#[from] inject::InjectError),
     /// [`Control::cancel`] was set before the attach was done; nothing stays
     /// attached.
     #[error(transparent)]
@@ -117,6 +123,9 @@ pub struct TraceOptions {
     /// Report every chain of traced calls that ends in an error (see
     /// [`errors`]).
     pub errors: bool,
+    /// Make calls fail instead of tracing them (see [`inject`]): fmod_ret
+    /// programs, on the functions of the kernel's error-injection list.
+    pub inject: Option<inject::Injection>,
     /// Which calls count (process, cgroup, task name).
     pub filters: Filters,
 }
@@ -148,15 +157,24 @@ pub struct Plan {
 /// kernel unless `opts.engine` forces one). Nothing is loaded yet.
 pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
     let needs_exit = opts.needs_exit();
+    if opts.inject.is_some() && (needs_exit || opts.kstack || opts.ustack) {
+        return Err(inject::InjectError::Combined.into());
+    }
     // One vmlinux BTF parse for the engine probes and the selection, with
     // the listings globs need read meanwhile.
     let t0 = Instant::now();
     let pending = select::start_listings(&opts.patterns);
     let btf = crate::features::KernelBtf::load();
     let btf_time = t0.elapsed();
-    let choice = engine::choose(opts.engine, needs_exit, &btf)?;
+    let choice = engine::choose(opts.engine, needs_exit, opts.inject.is_some(), &btf)?;
+    // Read before selecting: an unreadable list fails fast.
+    let injectable = opts
+        .inject
+        .as_ref()
+        .map(|_| inject::read_list())
+        .transpose()?;
     let t1 = Instant::now();
-    let selection = select::select_in(
+    let mut selection = select::select_in(
         &btf,
         pending,
         btf_time,
@@ -164,6 +182,13 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
         &opts.excludes,
         SelectOptions { needs_exit },
     )?;
+    if let Some(list) = &injectable {
+        inject::restrict(&mut selection, list)?;
+        if selection.funcs.is_empty() {
+            let dropped = std::mem::take(&mut selection.dropped);
+            return Err(SelectError::AllDropped { dropped }.into());
+        }
+    }
     Ok(Plan {
         opts,
         selection,
@@ -230,10 +255,11 @@ impl Plan {
             ustack: opts.ustack,
             pair_entry_exit: exit == ExitSide::Pair,
             errors: opts.errors,
+            inject: opts.inject.clone(),
             filters: opts.filters.clone(),
         };
         let t0 = Instant::now();
-        let obj = TraceObject::load(&cfg, &kind.entries(exit))?;
+        let obj = TraceObject::load(&cfg, &kind.entries(exit, opts.inject.is_some()))?;
         let prepare_time = t0.elapsed();
         let cookies: Vec<u64> = selection
             .funcs
@@ -257,6 +283,7 @@ impl Plan {
             funcs: &selection.funcs,
             cookies: &cookies,
             exit,
+            inject: opts.inject.is_some(),
         };
         let mut backend = engine::new_engine(kind);
         let t1 = Instant::now();

@@ -19,6 +19,7 @@ use anyhow::{anyhow, bail, Context as _};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::{AsRawLibbpf, MapCore, Object, ObjectBuilder};
 
+use super::inject::Injection;
 use crate::bpf::trace as skel;
 
 /// Entry points of trace.bpf.c, named after their program sections
@@ -34,10 +35,14 @@ pub enum Entry {
     KprobeSession,
     Fentry,
     Fexit,
+    /// fmod_ret.multi: error injection on a tracing_multi link.
+    MultiFmodRet,
+    /// fmod_ret: error injection, one copy per function.
+    FmodRet,
 }
 
 impl Entry {
-    const ALL: [Entry; 7] = [
+    const ALL: [Entry; 9] = [
         Entry::MultiEntry,
         Entry::MultiSession,
         Entry::MultiExit,
@@ -45,6 +50,8 @@ impl Entry {
         Entry::KprobeSession,
         Entry::Fentry,
         Entry::Fexit,
+        Entry::MultiFmodRet,
+        Entry::FmodRet,
     ];
 
     fn prog_name(self) -> &'static str {
@@ -56,6 +63,8 @@ impl Entry {
             Entry::KprobeSession => "trace_kprobe_session",
             Entry::Fentry => "trace_fentry",
             Entry::Fexit => "trace_fexit",
+            Entry::MultiFmodRet => "trace_multi_fmod_ret",
+            Entry::FmodRet => "trace_fmod_ret",
         }
     }
 
@@ -91,6 +100,8 @@ pub struct ObjectConfig {
     /// Report chains of calls that end in an error (per-thread call stacks
     /// on every engine, the `chains` ring buffer, stacks).
     pub errors: bool,
+    /// Make calls fail (`bpfmux inject`).
+    pub inject: Option<Injection>,
     pub filters: Filters,
 }
 
@@ -333,6 +344,11 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> anyh
     ro.want_ustack = cfg.ustack;
     ro.pair_entry_exit = cfg.pair_entry_exit;
     ro.want_errors = cfg.errors;
+    if let Some(i) = &cfg.inject {
+        ro.inject_ret = -i64::from(i.errno);
+        ro.inject_chance = i.chance();
+        ro.inject_times = i.times.unwrap_or(0);
+    }
     // The section may end before the struct's trailing padding: copy the
     // bytes that exist (every field is inside the section).
     let size = std::mem::size_of::<skel::types::rodata>();

@@ -134,6 +134,9 @@ impl<W: Write> Report for PlainText<W> {
         for l in totals_table(&s.functions, s.elapsed_s, s.latency, max) {
             writeln!(out, "{l}")?;
         }
+        if let Some(n) = s.injected {
+            writeln!(out, "{n} calls made to fail")?;
+        }
         if s.latency {
             for f in s.functions.iter().take(10) {
                 writeln!(out, "\n{} latency:", f.name)?;
@@ -247,6 +250,10 @@ pub fn totals_table(
 ) -> Vec<String> {
     let w = output::name_width(funcs.iter().map(|f| f.name.as_str()), max_rows);
     let mut head = format!("{:<w$} {:>12} {:>10}", "FUNCTION", "CALLS", "MEAN/s");
+    let injected = funcs.iter().any(|f| f.injected.is_some());
+    if injected {
+        head.push_str(&format!(" {:>10}", "INJECTED"));
+    }
     if latency {
         head.push_str(&format!(" {:>9} {:>9} {:>9}", "AVG", "P99<", "MAX"));
     }
@@ -258,6 +265,9 @@ pub fn totals_table(
             r.calls,
             r.calls as f64 / secs.max(1e-9)
         );
+        if injected {
+            line.push_str(&format!(" {:>10}", r.injected.unwrap_or(0)));
+        }
         if latency {
             let lat = r.latency_ns.as_ref();
             let a = lat.map_or("-".into(), |l| output::fmt_ns(l.avg));
@@ -314,6 +324,7 @@ mod tests {
             lat_count: 4,
             lat_sum_ns: 40,
             lat_max_ns: 12,
+            injected: 0,
         };
         let mut h = [0u64; 32];
         h[3] = 4;
@@ -341,6 +352,7 @@ mod tests {
             },
             elapsed_s: 2.0,
             events: 0,
+            injected: None,
             errors: None,
             lost: Lost::default(),
             functions: vec![FunctionTotals::new("vfs_read", &s, Some(&h))],
@@ -407,6 +419,7 @@ mod tests {
             lat_count: 2,
             lat_sum_ns: 3000,
             lat_max_ns: 2000,
+            injected: 0,
         };
         let mut h = [0u64; 32];
         h[10] = 2;

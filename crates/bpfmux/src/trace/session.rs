@@ -186,10 +186,12 @@ impl Session {
         let snap = t.snapshot()?;
         let zero = vec![FuncStats::default(); t.selection.funcs.len()];
         let rows = output::rows(&t.selection.funcs, &t.attached, &zero, &snap.stats, true);
+        let injecting = t.opts.inject.is_some();
         let functions = rows
             .iter()
-            .map(|r| {
-                FunctionTotals::new(
+            .map(|r| FunctionTotals {
+                injected: injecting.then_some(r.total.injected),
+                ..FunctionTotals::new(
                     &r.name,
                     &r.total,
                     snap.hist.as_ref().map(|h| &h[r.index][..]),
@@ -233,6 +235,7 @@ impl Session {
             elapsed_s: window.elapsed.as_secs_f64(),
             events: window.events,
             errors: t.opts.errors.then(|| self.errors.totals()),
+            injected: injecting.then(|| snap.stats.iter().map(|s| s.injected).sum()),
             lost: Lost {
                 events: snap.lost_events,
                 chains: snap.lost_chains,

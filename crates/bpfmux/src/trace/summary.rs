@@ -53,6 +53,9 @@ pub struct Summary {
     pub elapsed_s: f64,
     /// Per-call events reported.
     pub events: usize,
+    /// Calls made to fail in all, when errors were injected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub injected: Option<u64>,
     /// Error chains reported per error, with `--errors`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub errors: Option<Vec<ErrorTotals>>,
@@ -131,6 +134,9 @@ pub struct FunctionTotals {
     pub name: String,
     /// Calls counted.
     pub calls: u64,
+    /// Calls made to fail, when errors were injected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub injected: Option<u64>,
     /// When calls' latencies were measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<LatencyTotals>,
@@ -177,6 +183,7 @@ impl FunctionTotals {
         Self {
             name: name.to_string(),
             calls: s.calls,
+            injected: None,
             latency_ns,
         }
     }
@@ -248,6 +255,7 @@ mod tests {
             lat_count: 2,
             lat_sum_ns: 30,
             lat_max_ns: 20,
+            injected: 0,
         };
         let mut h = [0u64; 32];
         h[3] = 2;
