@@ -2,6 +2,7 @@
 # only, no shell in front), globs of hundreds of
 # functions, per-call events, clear errors, refused functions skipped by name, nothing
 # left attached after an error or a signal, --errors chains with exact calls and errnos,
+# --graph call trees with exact counts per node,
 # bpfmux inject failing exactly --times calls and refusing functions not on the list.
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
@@ -17,6 +18,7 @@ if on ours; then
 	run trace-refused-global tc refused global
 	run trace-sigterm-global tc sigterm global 'vfs_*'
 	run trace-errors-global tc errors global
+	run trace-graph-global tc graph global
 	# bpfmux inject: fmod_ret.multi through the global trampoline and the plain backend,
 	# one fmod_ret per function, and the automatic choice.
 	run inject-global tc inject global
@@ -45,6 +47,7 @@ if on ours stock-7.3; then
 	run trace-refused-all-tracing-multi tc refused-all tracing-multi
 	run trace-sigterm-tracing-multi tc sigterm tracing-multi 'vfs_*'
 	run trace-errors-tracing-multi tc errors tracing-multi
+	run trace-graph-tracing-multi tc graph tracing-multi
 fi
 # Stock 6.12 has no tracing_multi: the automatic choice falls back to kprobe.multi.
 if on stock-6.12; then
@@ -70,6 +73,9 @@ run trace-sigterm-kprobe-multi tc sigterm kprobe-multi 'vfs_*'
 # --errors: the failing chain of an openat, on every engine with an exit side.
 run trace-errors-kprobe-multi tc errors kprobe-multi
 run trace-errors-fentry-each tc errors fentry-each
+# --graph: the call tree of a command with exact counts per node, on the same engines.
+run trace-graph-kprobe-multi tc graph kprobe-multi
+run trace-graph-fentry-each tc graph fentry-each
 # No injection through kprobe.multi (bpf_override_return is not implemented), on any kernel.
 run inject-no-kprobe-multi tc inject-unavailable kprobe-multi
 run trace-unknown-function tc unknown

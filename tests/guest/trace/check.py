@@ -15,6 +15,10 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              call -2 ENOENT with nested durations, kernel stack through
                              do_sys_openat2; the summary counts 3 ENOENT in path_openat, nothing
                              lost; the text form says the same; getpgid 1000x makes no chain
+  graph ENGINE               --graph under -c of 5000 sigaction queries and 1000 getpgid: the
+                             tree is exactly __x64_sys_rt_sigaction x5000 > do_sigaction x5000
+                             and __x64_sys_getpgid x1000, every node's exclusive time its
+                             inclusive less its children's, nothing lost; the text form too
   inject ENGINE              bpfmux inject --times 7 -e EPERM on getpgid under -c: of 20 calls
                              exactly 7 fail with EPERM (the command says so), the summary
                              counts 20 calls and 7 injected; a glob keeps only functions
@@ -219,6 +223,41 @@ def t_errors(bpfmux, trigger, engine):
     check(n == 0 and s.get("errors") == [], f"getpgid: {n} chains, {s.get('errors')} (want none)")
     f = calls(s, "__x64_sys_getpgid")
     check(f.get("calls") == GETPGID, f"getpgid: {f.get('calls')} calls (want {GETPGID})")
+
+
+GRAPH_FUNCS = ["__x64_sys_rt_sigaction", "do_sigaction", "__x64_sys_getpgid"]
+
+
+def graph_shape(nodes):
+    return sorted((n["function"], n["calls"], graph_shape(n["children"])) for n in nodes)
+
+
+def graph_times_add_up(n):
+    inner = sum(c["inclusive_ns"] for c in n["children"])
+    return (n["inclusive_ns"] > 0 and n["exclusive_ns"] == n["inclusive_ns"] - inner
+            and all(graph_times_add_up(c) for c in n["children"]))
+
+
+def t_graph(bpfmux, trigger, engine):
+    work = f"sigaction {SIGACTION} getpgid {GETPGID}"
+    _, s = traced(bpfmux, trigger, engine, ["--graph"], GRAPH_FUNCS, work)
+    if not s:
+        return
+    check_engine(bpfmux, engine, s)
+    g = s.get("graph") or []
+    want = [("__x64_sys_getpgid", GETPGID, []),
+            ("__x64_sys_rt_sigaction", SIGACTION, [("do_sigaction", SIGACTION, [])])]
+    check(graph_shape(g) == want, f"graph {graph_shape(g)} (want {want})")
+    check(all(graph_times_add_up(n) for n in g),
+          "every node: inclusive time > 0, exclusive = inclusive less its children's")
+    lost = s.get("lost", {})
+    check(set(lost.values()) == {0} and "graph" in lost, f"nothing lost ({lost})")
+    p = run(bpfmux, [*engine_args(engine), "--graph", "-c", f"{trigger} {work}", *GRAPH_FUNCS])
+    lines = p.stdout.splitlines()
+    for pat in [rf"__x64_sys_rt_sigaction \u00d7{SIGACTION} ", rf"  do_sigaction \u00d7{SIGACTION} ",
+                rf"__x64_sys_getpgid \u00d7{GETPGID} "]:
+        check(p.returncode == 0 and any(re.match(pat + r" *\S+ incl +\S+ excl$", l) for l in lines),
+              f"text: a line {pat!r} with inclusive and exclusive times")
 
 
 def run_inject(bpfmux, args):
@@ -621,7 +660,7 @@ def main():
     links_tool = os.path.join(os.path.dirname(trigger), "trace-links")
     check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,
-     "not-found": t_not_found, "errors": t_errors, "inject": t_inject,
+     "not-found": t_not_found, "errors": t_errors, "graph": t_graph, "inject": t_inject,
      "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star,

@@ -36,6 +36,11 @@ returning -errno (functions returning a signed integer) or NULL / ERR_PTR
 and the kernel and user stacks at the failing return; sent when the outermost
 traced call returns. The summary counts the chains per error.
 
+--graph counts, on the same call stacks, each call under its path of traced
+callers and prints the tree at the end: a node per function under one chain of
+callers, its calls folded (vfs_read ×5000), inclusive time and exclusive time
+(less the time in traced calls it made).
+
 Counting starts once every function is attached and stops before detaching.
 Ctrl-C (or SIGTERM) stops tracing, or abandons an attach in progress; either
 way everything attached is detached before bpfmux exits (status 130/143 when
@@ -60,6 +65,8 @@ Examples:
   bpfmux trace --errors -c 'cat /nonexistent' __x64_sys_openat do_sys_openat2 path_openat
                                              the chain of calls that failed, with -ENOENT
   bpfmux trace --errors 'ext4_*' --comm tar  every failing chain of ext4 calls tar makes
+  bpfmux trace --graph -c 'ls /' 'vfs_*' '__x64_sys_*' 'ext4_*'
+                                             the call tree of those functions for one command
   bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)
   bpfmux trace --list 'tcp_*'                the functions a pattern selects, no attach
   bpfmux trace -f funcs.txt -d 5             patterns from a file, one per line")]
@@ -96,6 +103,10 @@ pub struct Args {
     /// and stacks; the summary counts them per error.
     #[arg(short = 'E', long)]
     errors: bool,
+    /// Print the call tree of the traced functions at the end: calls,
+    /// inclusive and exclusive time per node, repeats folded (best with -c).
+    #[arg(short = 'G', long)]
+    graph: bool,
     #[command(flatten)]
     which: Which,
     /// JSON lines: one object per interval (or event, or error chain), then
@@ -177,7 +188,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return list(&args, &patterns, &excludes);
     }
     // Per-call events and error chains come without interval lines.
-    let intervals = !args.args && !args.errors;
+    let intervals = !args.args && !args.errors && !args.graph;
     let opts = trace::TraceOptions {
         patterns,
         excludes,
@@ -187,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         kstack: args.stacks,
         ustack: args.stacks,
         errors: args.errors,
+        graph: args.graph,
         inject: None,
         filters: Filters::default(),
     };
@@ -302,7 +314,7 @@ pub(super) fn execute(
 /// `--list`: the selection only, no engine, nothing loaded.
 fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Result<()> {
     let t0 = Instant::now();
-    let needs_exit = args.latency || args.args || args.errors;
+    let needs_exit = args.latency || args.args || args.errors || args.graph;
     let sel = trace::select(patterns, excludes, SelectOptions { needs_exit })?;
     let select_time = t0.elapsed();
     let mut out = crate::out::stdout();

@@ -63,6 +63,8 @@ const volatile bool want_ustack;
 const volatile bool pair_entry_exit;
 /* Report chains of calls that end in an error (call stacks on every engine). */
 const volatile bool want_errors;
+/* Count calls per path of traced callers (call stacks on every engine). */
+const volatile bool want_graph;
 /*
  * Error injection (`bpfmux inject`): the value a chosen call returns instead
  * of running (-errno), the chance a call is chosen out of 2^32 (2^32: every
@@ -92,6 +94,14 @@ struct {
 	__uint(type, MAP_RINGBUF);
 	__uint(max_entries, 4096);
 } events SEC(".maps");
+
+/* Call graph: calls and time per path of traced calls. */
+struct {
+	__uint(type, MAP_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct trace_graph_key);
+	__type(value, struct trace_graph_value);
+} graph SEC(".maps");
 
 /* Error chains, sent when the thread's outermost traced call returns. */
 struct {
@@ -167,6 +177,13 @@ struct {
 /* A new thread's stack and chain: too large for the BPF stack (never written). */
 const struct call_stack empty_stack = {};
 const struct error_chain empty_chain = {};
+const struct trace_graph_value empty_graph_value = {};
+
+/* Error chains and call graphs keep every thread's calls in flight. */
+static __always_inline bool keep_call_stacks(void)
+{
+	return want_errors || want_graph;
+}
 
 /*
  * Session kfuncs took no argument until fsession (7.x) gave them the context;
@@ -358,7 +375,7 @@ static __always_inline void push_frame(__u64 cookie)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct call_stack *cs;
 
-	if (!want_latency && !want_errors && !(cookie & TRACE_COOKIE_CAPTURE))
+	if (!want_latency && !keep_call_stacks() && !(cookie & TRACE_COOKIE_CAPTURE))
 		return;
 	cs = bpf_map_lookup_elem(&call_stacks, &tid);
 	if (!cs) {
@@ -474,6 +491,30 @@ static __always_inline void chain_exit(void *ctx, struct call_stack *cs, __u32 j
 		send_chain(ec, now);
 }
 
+/* The call in frame j of `cs` took `dur`: count it under its path. */
+static __always_inline void graph_exit(struct call_stack *cs, __u32 j, __u64 dur)
+{
+	struct trace_graph_key key;
+	struct trace_graph_value *v;
+
+	j &= TRACE_MAX_DEPTH - 1;
+	key.depth = j + 1;
+#pragma unroll
+	for (int i = 0; i < TRACE_MAX_DEPTH; i++)
+		key.func[i] = i <= j ? cs->func[i] : 0;
+	v = bpf_map_lookup_elem(&graph, &key);
+	if (!v) {
+		bpf_map_update_elem(&graph, &key, &empty_graph_value, F_NOEXIST);
+		v = bpf_map_lookup_elem(&graph, &key);
+		if (!v) {
+			count_lost(TRACE_LOST_GRAPH);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->calls, 1);
+	__sync_fetch_and_add(&v->total_ns, dur);
+}
+
 /*
  * Exit half: find this function's frame, pop it, record the call's end
  * (`ret`: its return value).
@@ -513,6 +554,8 @@ static __always_inline void pop_frame_on_exit(void *ctx, __u64 cookie, __u64 ret
 		return;
 	if (want_errors)
 		chain_exit(ctx, cs, j, cookie, ret, bpf_ktime_get_ns());
+	if (want_graph)
+		graph_exit(cs, j, bpf_ktime_get_ns() - start);
 	on_exit(cookie, start, ret);
 }
 
@@ -558,7 +601,7 @@ int trace_multi_session(void *ctx)
 		if (!*start)
 			return 0;
 		bpf_get_func_ret(ctx, &ret);
-		if (want_errors)
+		if (keep_call_stacks())
 			pop_frame_on_exit(ctx, cookie, ret);
 		else
 			on_exit(cookie, *start, ret);
@@ -570,7 +613,7 @@ int trace_multi_session(void *ctx)
 	if (cookie & TRACE_COOKIE_CAPTURE)
 		tramp_args(ctx, args);
 	on_entry(ctx, cookie, args);
-	if (want_errors)
+	if (keep_call_stacks())
 		push_frame(cookie);
 	*start = bpf_ktime_get_ns();
 	return 0;
@@ -598,7 +641,7 @@ int trace_kprobe_session(struct pt_regs *ctx)
 	if (!start)
 		return 1;
 	if (session_is_return(ctx)) {
-		if (want_errors)
+		if (keep_call_stacks())
 			pop_frame_on_exit(ctx, cookie, ctx->ax);
 		else
 			on_exit(cookie, *start, ctx->ax);
@@ -610,7 +653,7 @@ int trace_kprobe_session(struct pt_regs *ctx)
 	if (cookie & TRACE_COOKIE_CAPTURE)
 		kprobe_args(ctx, args);
 	on_entry(ctx, cookie, args);
-	if (want_errors)
+	if (keep_call_stacks())
 		push_frame(cookie);
 	*start = bpf_ktime_get_ns();
 	return 0;

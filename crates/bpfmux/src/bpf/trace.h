@@ -95,13 +95,25 @@ struct trace_chain_event {
 _Static_assert(sizeof(struct trace_chain_event) == 56 + 24 * TRACE_MAX_DEPTH,
 	       "trace_chain_event layout changed");
 
+/* Call graph (`graph` map): the path of traced calls to a returning one. */
+struct trace_graph_key {
+	__u32 depth; /* functions in func[] */
+	__u32 func[TRACE_MAX_DEPTH];
+};
+
+struct trace_graph_value {
+	__u64 calls;
+	__u64 total_ns;
+};
+
 /* Things the programs could not record, per CPU (indexes of the `lost` map). */
 enum trace_lost {
 	TRACE_LOST_EVENTS = 0, /* ring buffer full */
 	TRACE_LOST_STACKS = 1, /* stack map or stack_counts full */
 	TRACE_LOST_DEPTH = 2,  /* entry/exit pairing: nesting deeper than TRACE_MAX_DEPTH */
 	TRACE_LOST_CHAINS = 3, /* error chains: ring buffer `chains` full */
-	TRACE_LOST_MAX = 4,
+	TRACE_LOST_GRAPH = 4,  /* call graph: map `graph` full */
+	TRACE_LOST_MAX = 8,
 };
 
 #endif /* BPFMUX_TRACE_H */

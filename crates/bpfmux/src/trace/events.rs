@@ -65,6 +65,8 @@ pub struct Snapshot {
     pub lost_depth: u64,
     /// Error chains the ring buffer had no room for.
     pub lost_chains: u64,
+    /// Call graph paths the map had no room for.
+    pub lost_graph: u64,
 }
 
 /// The native-endian u64 at `off` (the caller checked the length).
@@ -125,7 +127,7 @@ impl Reader {
             None
         };
         let lost_map = obj.map("lost")?;
-        let mut lost = [0u64; 4];
+        let mut lost = [0u64; 5];
         for (k, slot) in lost.iter_mut().enumerate() {
             let key = (k as u32).to_ne_bytes();
             if let Some(per_cpu) = lost_map
@@ -142,6 +144,7 @@ impl Reader {
             lost_stacks: lost[1],
             lost_depth: lost[2],
             lost_chains: lost[3],
+            lost_graph: lost[4],
         })
     }
 }

@@ -21,7 +21,9 @@
 //! With [`TraceOptions::errors`] the programs keep each thread's calls in
 //! flight and report every chain of them that ends in an error
 //! ([`errors`]). With [`TraceOptions::inject`] fmod_ret programs make calls
-//! fail instead ([`inject`]); the rest of the path is the same.
+//! fail instead ([`inject`]); the rest of the path is the same. With
+//! [`TraceOptions::graph`] they count calls per path of traced callers: the
+//! call tree in the summary ([`graph`]).
 //!
 //! [`output`] has the text forms the reports and `bpfmux trace` print.
 
@@ -29,6 +31,7 @@ mod btf;
 mod engine;
 pub mod errors;
 mod events;
+pub mod graph;
 pub mod inject;
 mod listings;
 pub mod output;
@@ -123,6 +126,9 @@ pub struct TraceOptions {
     /// Report every chain of traced calls that ends in an error (see
     /// [`errors`]).
     pub errors: bool,
+    /// Count calls and their time per path of traced callers: the call
+    /// graph (see [`graph`]), in the summary.
+    pub graph: bool,
     /// Make calls fail instead of tracing them (see [`inject`]): fmod_ret
     /// programs, on the functions of the kernel's error-injection list.
     pub inject: Option<inject::Injection>,
@@ -133,7 +139,7 @@ pub struct TraceOptions {
 impl TraceOptions {
     /// Latency and return values need the exit side of each call.
     pub fn needs_exit(&self) -> bool {
-        self.latency || self.capture || self.errors
+        self.latency || self.capture || self.errors || self.graph
     }
 }
 
@@ -255,6 +261,7 @@ impl Plan {
             ustack: opts.ustack,
             pair_entry_exit: exit == ExitSide::Pair,
             errors: opts.errors,
+            graph: opts.graph,
             inject: opts.inject.clone(),
             filters: opts.filters.clone(),
         };

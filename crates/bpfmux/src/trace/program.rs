@@ -100,6 +100,8 @@ pub struct ObjectConfig {
     /// Report chains of calls that end in an error (per-thread call stacks
     /// on every engine, the `chains` ring buffer, stacks).
     pub errors: bool,
+    /// Count calls per path of traced callers (call graph).
+    pub graph: bool,
     /// Make calls fail (`bpfmux inject`).
     pub inject: Option<Injection>,
     pub filters: Filters,
@@ -111,6 +113,7 @@ const CHAINS_BYTES: u32 = 8 << 20;
 const STACKS: u32 = 16 << 10;
 const STACK_COUNTS: u32 = 64 << 10;
 const CALL_STACK_THREADS: u32 = 16 << 10;
+const GRAPH_PATHS: u32 = 64 << 10;
 
 /// The loaded maps plus the instructions to load program copies from.
 pub struct TraceObject {
@@ -145,8 +148,11 @@ impl TraceObject {
                 "chains" if cfg.errors => Some(CHAINS_BYTES),
                 "stacks" if cfg.kstack || cfg.ustack || cfg.errors => Some(STACKS),
                 "stack_counts" if cfg.kstack || cfg.ustack => Some(STACK_COUNTS),
-                "call_stacks" if cfg.pair_entry_exit || cfg.errors => Some(CALL_STACK_THREADS),
+                "call_stacks" if cfg.pair_entry_exit || cfg.errors || cfg.graph => {
+                    Some(CALL_STACK_THREADS)
+                }
                 "error_chains" if cfg.errors => Some(CALL_STACK_THREADS),
+                "graph" if cfg.graph => Some(GRAPH_PATHS),
                 _ => None,
             };
             if let Some(size) = size {
@@ -344,6 +350,7 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> anyh
     ro.want_ustack = cfg.ustack;
     ro.pair_entry_exit = cfg.pair_entry_exit;
     ro.want_errors = cfg.errors;
+    ro.want_graph = cfg.graph;
     if let Some(i) = &cfg.inject {
         ro.inject_ret = -i64::from(i.errno);
         ro.inject_chance = i.chance();

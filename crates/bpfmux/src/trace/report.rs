@@ -145,6 +145,15 @@ impl<W: Write> Report for PlainText<W> {
                 }
             }
         }
+        if let Some(g) = &s.graph {
+            writeln!(
+                out,
+                "\ncall graph (time from entry to exit, in traced calls too):"
+            )?;
+            for l in super::graph::lines(g) {
+                writeln!(out, "{l}")?;
+            }
+        }
         if let Some(errors) = &s.errors {
             let n: u64 = errors.iter().map(|e| e.count).sum();
             writeln!(out, "\n{n} error chains:")?;
@@ -301,9 +310,9 @@ pub fn summary_notes(s: &Summary) -> Vec<String> {
     out.push(if l.any() {
         format!(
             "bpfmux trace: not recorded: {} events, {} error chains (ring buffers full), \
-             {} stacks, {} calls too deeply nested; {} calls skipped by the kernel's \
-             recursion guard",
-            l.events, l.chains, l.stacks, l.nesting, l.recursion_misses
+             {} call graph paths (map full), {} stacks, {} calls too deeply nested; {} calls \
+             skipped by the kernel's recursion guard",
+            l.events, l.chains, l.graph, l.stacks, l.nesting, l.recursion_misses
         )
     } else {
         "bpfmux trace: nothing lost (ring buffers, stacks, nesting, recursion guard)".into()
@@ -354,6 +363,7 @@ mod tests {
             events: 0,
             injected: None,
             errors: None,
+            graph: None,
             lost: Lost::default(),
             functions: vec![FunctionTotals::new("vfs_read", &s, Some(&h))],
             stacks: None,
@@ -494,7 +504,8 @@ mod tests {
             },
             "elapsed_s": 2.0,
             "events": 0,
-            "lost": {"events": 0, "chains": 0, "stacks": 0, "nesting": 0, "recursion_misses": 0},
+            "lost": {"events": 0, "chains": 0, "graph": 0, "stacks": 0, "nesting": 0,
+                     "recursion_misses": 0},
             "functions": [{
                 "name": "vfs_read",
                 "calls": 4,
@@ -614,7 +625,8 @@ mod tests {
         assert_eq!(
             summary_notes(&s)[1],
             "bpfmux trace: not recorded: 0 events, 3 error chains (ring buffers full), \
-             0 stacks, 0 calls too deeply nested; 2 calls skipped by the kernel's recursion guard"
+             0 call graph paths (map full), 0 stacks, 0 calls too deeply nested; 2 calls \
+             skipped by the kernel's recursion guard"
         );
     }
 

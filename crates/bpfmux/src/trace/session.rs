@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::errors::{ChainRecord, ErrorTally, Resolver};
 use super::events::{self, Event, FuncStats};
+use super::graph;
 use super::output;
 use super::report::{Interval, Report};
 use super::summary::{
@@ -235,10 +236,19 @@ impl Session {
             elapsed_s: window.elapsed.as_secs_f64(),
             events: window.events,
             errors: t.opts.errors.then(|| self.errors.totals()),
+            graph: if t.opts.graph {
+                Some(graph::build(
+                    &graph::read_paths(t.object())?,
+                    &t.selection.funcs,
+                ))
+            } else {
+                None
+            },
             injected: injecting.then(|| snap.stats.iter().map(|s| s.injected).sum()),
             lost: Lost {
                 events: snap.lost_events,
                 chains: snap.lost_chains,
+                graph: snap.lost_graph,
                 stacks: snap.lost_stacks,
                 nesting: snap.lost_depth,
                 recursion_misses: t.recursion_misses(),

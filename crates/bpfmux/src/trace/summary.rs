@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::engine::{EngineKind, ExitSide};
 use super::errors::ErrorTotals;
 use super::events::{self, FuncStats};
+use super::graph::GraphNode;
 use super::output::percentile;
 pub use super::stacks::stack_frames;
 use super::Tracer;
@@ -56,6 +57,9 @@ pub struct Summary {
     /// Calls made to fail in all, when errors were injected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub injected: Option<u64>,
+    /// The call tree of the traced functions, with `--graph`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<Vec<GraphNode>>,
     /// Error chains reported per error, with `--errors`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub errors: Option<Vec<ErrorTotals>>,
@@ -111,6 +115,9 @@ pub struct Lost {
     pub events: u64,
     /// Error chains the ring buffer had no room for.
     pub chains: u64,
+    /// Call graph paths the map had no room for (their calls not in the
+    /// graph).
+    pub graph: u64,
     /// Stack map full.
     pub stacks: u64,
     /// Calls nested too deeply for the per-thread call stack (their
@@ -123,7 +130,8 @@ pub struct Lost {
 impl Lost {
     /// Anything lost at all.
     pub fn any(&self) -> bool {
-        self.events + self.chains + self.stacks + self.nesting + self.recursion_misses > 0
+        self.events + self.chains + self.graph + self.stacks + self.nesting + self.recursion_misses
+            > 0
     }
 }
 
