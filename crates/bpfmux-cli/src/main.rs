@@ -28,6 +28,10 @@ Examples:
   bpfmux trace 'vfs_*'              live call counts of every vfs_ function
   bpfmux trace --latency -d 5 'tcp_*'
                                      per-function latency for 5 seconds
+  bpfmux trace --errors -c 'cat /nope' __x64_sys_openat do_sys_openat2 path_openat
+                                     the chain of calls that failed, with each errno
+  bpfmux inject -c 'cat /etc/hostname' --times 1 -e ENOMEM __x64_sys_openat
+                                     make the command's first openat fail
   bpfmux xdp attach eth0 fw.o count.o several XDP programs on one interface"
 )]
 struct Cli {
@@ -38,6 +42,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Features(cmd::features::Args),
+    Inject(cmd::inject::Args),
     Maps(cmd::maps::Args),
     Sym(cmd::sym::Args),
     Trace(cmd::trace::Args),
@@ -61,6 +66,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Features(a) => cmd::features::run(a),
+        Command::Inject(a) => cmd::inject::run(a),
         Command::Maps(a) => cmd::maps::run(a),
         Command::Sym(a) => cmd::sym::run(a),
         Command::Trace(a) => cmd::trace::run(a),

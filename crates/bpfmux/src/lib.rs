@@ -12,17 +12,20 @@
 //! ```text
 //!  TraceOptions ─ trace::plan() ──▶ Plan ───── Plan::attach(Control) ──▶ Tracer
 //!  (patterns, engine,    selection + engine,     links made; counting     │
-//!   filters, latency)    nothing loaded          starts once all are in   │
+//!   filters, latency,    nothing loaded          starts once all are in   │
+//!   errors, graph,                                                         │
+//!   inject)                                                                │
 //!                                                                          ▼
 //!  RunOptions ─────────────────────────────────────────▶ Session::new(tracer, run)
 //!  (interval, duration)                                                    │
-//!        ┌──── Report::event / Report::interval ◀── Session::run(stop, report)
+//!        ┌──── Report::event / error_chain / interval ◀── Session::run(stop, report)
 //!        │                                                                 │
 //!        │                                            Session::detach(progress)
 //!        │                                            (counting stops first)
 //!        │                                                                 │
 //!        └──── Report::summary(&Summary) ◀──────── Session::summary(&window)
-//!                                                   (totals, stacks symbolized)
+//!                                                   (totals, stacks symbolized,
+//!                                                    errors per errno, call graph)
 //! ```
 //!
 //! An error or a cancel at any step leaves nothing attached: [`trace::Plan::attach`]

@@ -1,7 +1,10 @@
 # bpfmux trace: exact counts on every engine the kernel has (-c: the command's own calls
 # only, no shell in front), globs of hundreds of
 # functions, per-call events, clear errors, refused functions skipped by name, nothing
-# left attached after an error or a signal. The checks live in trace/check.py.
+# left attached after an error or a signal, --errors chains with exact calls and errnos,
+# --graph call trees with exact counts per node,
+# bpfmux inject failing exactly --times calls and refusing functions not on the list.
+# The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
 # Our kernel: the series' global trampoline (fsession.multi for the exit side: the
@@ -14,6 +17,19 @@ if on ours; then
 	run trace-args-global tc args global
 	run trace-refused-global tc refused global
 	run trace-sigterm-global tc sigterm global 'vfs_*'
+	run trace-errors-global tc errors global
+	run trace-graph-global tc graph global
+	# bpfmux inject: fmod_ret.multi through the global trampoline and the plain backend,
+	# one fmod_ret per function, and the automatic choice.
+	run inject-global tc inject global
+	run inject-tracing-multi tc inject tracing-multi
+	run inject-fentry-each tc inject fentry-each
+	run inject-auto tc inject auto
+fi
+# Debian's stock kernels are built without function error injection (no list in debugfs):
+# bpfmux inject must say so, and attach nothing.
+if on stock-7.3 stock-6.12; then
+	run inject-no-error-injection tc inject-none fentry-each
 fi
 # Our kernel and stock 7.3: tracing_multi (fsession.multi for latency), kprobe.multi/
 # kprobe.session, one fentry(+fexit) per function; the automatic choice too.
@@ -30,6 +46,8 @@ if on ours stock-7.3; then
 	run trace-refused-tracing-multi tc refused tracing-multi
 	run trace-refused-all-tracing-multi tc refused-all tracing-multi
 	run trace-sigterm-tracing-multi tc sigterm tracing-multi 'vfs_*'
+	run trace-errors-tracing-multi tc errors tracing-multi
+	run trace-graph-tracing-multi tc graph tracing-multi
 fi
 # Stock 6.12 has no tracing_multi: the automatic choice falls back to kprobe.multi.
 if on stock-6.12; then
@@ -52,5 +70,13 @@ run trace-refused-all-fentry-each tc refused-all fentry-each
 # fentry-each loads a program per function: a long attach to interrupt.
 run trace-sigint-fentry-each tc sigint fentry-each 'vfs_*' '__x64_sys_*'
 run trace-sigterm-kprobe-multi tc sigterm kprobe-multi 'vfs_*'
+# --errors: the failing chain of an openat, on every engine with an exit side.
+run trace-errors-kprobe-multi tc errors kprobe-multi
+run trace-errors-fentry-each tc errors fentry-each
+# --graph: the call tree of a command with exact counts per node, on the same engines.
+run trace-graph-kprobe-multi tc graph kprobe-multi
+run trace-graph-fentry-each tc graph fentry-each
+# No injection through kprobe.multi (bpf_override_return is not implemented), on any kernel.
+run inject-no-kprobe-multi tc inject-unavailable kprobe-multi
 run trace-unknown-function tc unknown
 run trace-c-not-found tc not-found

@@ -10,6 +10,23 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
   args ENGINE                --args on getpgid 3x: 3 entry and 3 exit events, in order
   own ENGINE                 -c runs the command itself (no shell in front, found through PATH):
                              5000 sigaction queries count exactly 5000 (dash makes 7 at startup)
+  errors ENGINE              --errors on the openat path: 3 openat of a missing file make exactly
+                             3 chains __x64_sys_openat > do_sys_openat2 > path_openat, each
+                             call -2 ENOENT with nested durations, kernel stack through
+                             do_sys_openat2; the summary counts 3 ENOENT in path_openat, nothing
+                             lost; the text form says the same; getpgid 1000x makes no chain
+  graph ENGINE               --graph under -c of 5000 sigaction queries and 1000 getpgid: the
+                             tree is exactly __x64_sys_rt_sigaction x5000 > do_sigaction x5000
+                             and __x64_sys_getpgid x1000, every node's exclusive time its
+                             inclusive less its children's, nothing lost; the text form too
+  inject ENGINE              bpfmux inject --times 7 -e EPERM on getpgid under -c: of 20 calls
+                             exactly 7 fail with EPERM (the command says so), the summary
+                             counts 20 calls and 7 injected; a glob keeps only functions
+                             on the error-injection list; vfs_read (not on it) is refused
+                             with a message naming it, nothing attached
+  inject-unavailable ENGINE  an engine that cannot inject: exit != 0, says why
+  inject-none ENGINE         a kernel without function error injection (no list in debugfs):
+                             exit != 0, says so, nothing attached
   not-found                  -c with a command that is not in PATH: exit 127 before attaching,
                              a message naming it
   unknown                    an unknown function: exit status != 0, a clear message
@@ -115,8 +132,15 @@ def expected_exit_side(bpfmux, engine):
     return "session"
 
 
-def expected_engine(bpfmux):
+def expected_engine(bpfmux, inject=False):
     feats = features(bpfmux)
+    if inject:
+        for feat, engine in [("global_trampoline", "global"), ("tracing_multi", "tracing-multi"),
+                             ("fmod_ret", "fentry-each")]:
+            if feats.get(feat) == "yes" and (engine == "fentry-each" or
+                                             feats.get("fmod_ret.multi") == "yes"):
+                return engine
+        return None
     for feat, engine in [("global_trampoline", "global"), ("tracing_multi", "tracing-multi"),
                          ("kprobe.multi", "kprobe-multi"), ("fentry", "fentry-each")]:
         if feats.get(feat) == "yes":
@@ -147,8 +171,169 @@ def traced(bpfmux, trigger, engine, extra, patterns, trig_args, env=None):
     return objs, summary
 
 
-def check_engine(bpfmux, engine, summary):
-    want = expected_engine(bpfmux) if engine == "auto" else engine
+OPENAT_MISSING = 3
+OPENAT_CHAIN = ["__x64_sys_openat", "do_sys_openat2", "path_openat"]
+
+
+def t_errors(bpfmux, trigger, engine):
+    objs, s = traced(bpfmux, trigger, engine, ["--errors"], OPENAT_CHAIN,
+                     f"openat-missing {OPENAT_MISSING}")
+    if not s:
+        return
+    check_engine(bpfmux, engine, s)
+    chains = [o for o in objs if o.get("type") == "error"]
+    check(len(chains) == OPENAT_MISSING, f"{len(chains)} error chains (want {OPENAT_MISSING})")
+    for i, c in enumerate(chains):
+        names = [k.get("function") for k in c.get("calls", [])]
+        check(names == OPENAT_CHAIN, f"chain {i}: {names} (want {OPENAT_CHAIN})")
+        check((c.get("error"), c.get("errno"), c.get("function")) == ("ENOENT", 2, "path_openat"),
+              f"chain {i}: {c.get('error')} ({c.get('errno')}) in {c.get('function')} "
+              f"(want ENOENT (2) in path_openat)")
+        rets = [(k.get("ret"), k.get("error")) for k in c.get("calls", [])]
+        check(rets == [(-2, "ENOENT")] * 3, f"chain {i}: returns {rets} (want -2 ENOENT each)")
+        d = [k.get("duration_ns") for k in c.get("calls", [])]
+        check(all(isinstance(x, int) and x > 0 for x in d) and d == sorted(d, reverse=True),
+              f"chain {i}: durations {d} are known and nested (outer >= inner)")
+        check(c.get("comm") == "trigger" and c.get("overflow") == 0,
+              f"chain {i}: comm {c.get('comm')}, overflow {c.get('overflow')} (want trigger, 0)")
+        ks = c.get("kernel_stack", [])
+        check(any(f.startswith("do_sys_openat2+") for f in ks),
+              f"chain {i}: kernel stack symbolized through do_sys_openat2 ({ks[:6]})")
+    want = [{"count": OPENAT_MISSING, "errno": 2, "error": "ENOENT",
+             "functions": [{"count": OPENAT_MISSING, "function": "path_openat"}]}]
+    check(s.get("errors") == want, f"summary errors {s.get('errors')} (want {want})")
+    lost = s.get("lost", {})
+    check(set(lost.values()) == {0} and "chains" in lost, f"nothing lost ({lost})")
+    # The text form: a head line per chain, the summary per error, the loss line.
+    args = [*engine_args(engine), "--errors", "-c", f"{trigger} openat-missing {OPENAT_MISSING}",
+            *OPENAT_CHAIN]
+    p = run(bpfmux, args)
+    heads = re.findall(r"\] ENOENT in path_openat, 3 calls$", p.stdout, re.M)
+    check(p.returncode == 0 and len(heads) == OPENAT_MISSING,
+          f"text: exit {p.returncode}, {len(heads)} chain head lines (want 0, {OPENAT_MISSING})")
+    check(re.search(rf"^ENOENT \(2\) +{OPENAT_MISSING}  path_openat {OPENAT_MISSING}$", p.stdout,
+                    re.M) is not None, "text: the summary counts the chains per error")
+    check("bpfmux trace: nothing lost" in p.stderr, "text: says nothing was lost")
+    # Calls that all succeed make no chain.
+    objs, s = traced(bpfmux, trigger, engine, ["--errors"], ["__x64_sys_getpgid"],
+                     f"getpgid {GETPGID}")
+    if not s:
+        return
+    n = len([o for o in objs if o.get("type") == "error"])
+    check(n == 0 and s.get("errors") == [], f"getpgid: {n} chains, {s.get('errors')} (want none)")
+    f = calls(s, "__x64_sys_getpgid")
+    check(f.get("calls") == GETPGID, f"getpgid: {f.get('calls')} calls (want {GETPGID})")
+
+
+GRAPH_FUNCS = ["__x64_sys_rt_sigaction", "do_sigaction", "__x64_sys_getpgid"]
+
+
+def graph_shape(nodes):
+    return sorted((n["function"], n["calls"], graph_shape(n["children"])) for n in nodes)
+
+
+def graph_times_add_up(n):
+    inner = sum(c["inclusive_ns"] for c in n["children"])
+    return (n["inclusive_ns"] > 0 and n["exclusive_ns"] == n["inclusive_ns"] - inner
+            and all(graph_times_add_up(c) for c in n["children"]))
+
+
+def t_graph(bpfmux, trigger, engine):
+    work = f"sigaction {SIGACTION} getpgid {GETPGID}"
+    _, s = traced(bpfmux, trigger, engine, ["--graph"], GRAPH_FUNCS, work)
+    if not s:
+        return
+    check_engine(bpfmux, engine, s)
+    g = s.get("graph") or []
+    want = [("__x64_sys_getpgid", GETPGID, []),
+            ("__x64_sys_rt_sigaction", SIGACTION, [("do_sigaction", SIGACTION, [])])]
+    check(graph_shape(g) == want, f"graph {graph_shape(g)} (want {want})")
+    check(all(graph_times_add_up(n) for n in g),
+          "every node: inclusive time > 0, exclusive = inclusive less its children's")
+    lost = s.get("lost", {})
+    check(set(lost.values()) == {0} and "graph" in lost, f"nothing lost ({lost})")
+    p = run(bpfmux, [*engine_args(engine), "--graph", "-c", f"{trigger} {work}", *GRAPH_FUNCS])
+    lines = p.stdout.splitlines()
+    for pat in [rf"__x64_sys_rt_sigaction \u00d7{SIGACTION} ", rf"  do_sigaction \u00d7{SIGACTION} ",
+                rf"__x64_sys_getpgid \u00d7{GETPGID} "]:
+        check(p.returncode == 0 and any(re.match(pat + r" *\S+ incl +\S+ excl$", l) for l in lines),
+              f"text: a line {pat!r} with inclusive and exclusive times")
+
+
+def run_inject(bpfmux, args):
+    global last_stderr
+    p = subprocess.run([bpfmux, "inject", *args], capture_output=True, text=True, timeout=600)
+    last_stderr = p.stderr
+    for line in p.stderr.splitlines():
+        print(f"  stderr: {line}")
+    check_nothing_attached(f"bpfmux inject exited {p.returncode}")
+    return p
+
+
+INJECT_CALLS, INJECT_TIMES = 20, 7
+
+
+def t_inject(bpfmux, trigger, engine):
+    args = [*engine_args(engine), "--json", "-e", "EPERM", "--times", str(INJECT_TIMES),
+            "-c", f"{trigger} getpgid-errors {INJECT_CALLS}", "__x64_sys_getpgid"]
+    p = run_inject(bpfmux, args)
+    check(p.returncode == 0, f"bpfmux inject {' '.join(args)} exits 0 (got {p.returncode})")
+    # The command's line and bpfmux's JSON summary share standard output.
+    lines = p.stdout.splitlines()
+    said = [l for l in lines if l.startswith("failed ")]
+    want = f"failed {INJECT_TIMES} errno 1"
+    check(said == [want], f"the command says {said} (want ['{want}']: EPERM is 1)")
+    s = [json.loads(l) for l in lines if l.startswith("{")]
+    s = s[-1] if s else {}
+    check(s.get("type") == "summary", "a JSON summary ends the output")
+    if s.get("type") != "summary":
+        return
+    check_engine(bpfmux, engine, s, inject=True)
+    f = calls(s, "__x64_sys_getpgid")
+    check((f.get("calls"), f.get("injected"), s.get("injected")) ==
+          (INJECT_CALLS, INJECT_TIMES, INJECT_TIMES),
+          f"summary: {f.get('calls')} calls, {f.get('injected')} injected, {s.get('injected')} "
+          f"in all (want {INJECT_CALLS}, {INJECT_TIMES}, {INJECT_TIMES})")
+    # A glob: only functions on the error-injection list stay.
+    args = [*engine_args(engine), "--json", "--times", "2", "-c", f"{trigger} getpgid-errors 5",
+            "__x64_sys_getpgi[d]", "vfs_rea[d]"]
+    p = run_inject(bpfmux, args)
+    lines = p.stdout.splitlines()
+    s = [json.loads(l) for l in lines if l.startswith("{")]
+    s = s[-1] if s else {}
+    check(p.returncode == 0 and "failed 2 errno 12" in lines,
+          f"glob: exit {p.returncode}, the command says {[l for l in lines if l.startswith('failed')]}"
+          " (want 0, 'failed 2 errno 12': ENOMEM by default)")
+    check((s.get("functions_attached"), s.get("functions_dropped")) == (1, 1),
+          f"glob: {s.get('functions_attached')} attached, {s.get('functions_dropped')} dropped "
+          "(want 1: getpgid; 1: vfs_read, not on the list)")
+    # Named exactly and not on the list: refused before anything is attached.
+    p = run_inject(bpfmux, [*engine_args(engine), "vfs_read"])
+    check(p.returncode != 0 and "vfs_read" in p.stderr and "error-injection list" in p.stderr
+          and "attached" not in p.stderr,
+          f"vfs_read: exit {p.returncode}, refused with a message naming it and the list")
+
+
+def t_inject_none(bpfmux, trigger, engine):
+    check(os.path.isdir("/sys/kernel/debug/tracing") and
+          not os.path.exists("/sys/kernel/debug/error_injection"),
+          "debugfs is mounted and has no error_injection directory (the premise)")
+    p = run_inject(bpfmux, ["--engine", engine, "-c", f"{trigger} getpgid-errors 5",
+                            "__x64_sys_getpgid"])
+    check(p.returncode != 0 and "no function error injection" in p.stderr
+          and "CONFIG_FUNCTION_ERROR_INJECTION" in p.stderr and "attached" not in p.stderr,
+          f"exit {p.returncode}, says the kernel has no function error injection")
+    check("failed " not in p.stdout, "the command did not run")
+
+
+def t_inject_unavailable(bpfmux, trigger, engine):
+    p = run_inject(bpfmux, ["--engine", engine, "__x64_sys_getpgid"])
+    check(p.returncode != 0 and f"engine {engine} is not available" in p.stderr,
+          f"exit {p.returncode}, says the engine cannot inject")
+
+
+def check_engine(bpfmux, engine, summary, inject=False):
+    want = expected_engine(bpfmux, inject) if engine == "auto" else engine
     check(summary["engine"] == want, f"engine {summary['engine']} (want {want})")
 
 
@@ -475,7 +660,8 @@ def main():
     links_tool = os.path.join(os.path.dirname(trigger), "trace-links")
     check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,
-     "not-found": t_not_found,
+     "not-found": t_not_found, "errors": t_errors, "graph": t_graph, "inject": t_inject,
+     "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star,
      "star-sigint": t_star_sigint}[what](bpfmux, trigger, *rest)

@@ -1,4 +1,5 @@
 pub mod features;
+pub mod inject;
 pub mod maps;
 pub mod sym;
 pub mod trace;

@@ -22,6 +22,8 @@ pub struct FuncStats {
     pub lat_sum_ns: u64,
     /// The longest of them, in nanoseconds.
     pub lat_max_ns: u64,
+    /// Calls made to fail (`bpfmux inject`).
+    pub injected: u64,
 }
 
 impl FuncStats {
@@ -30,6 +32,7 @@ impl FuncStats {
         self.lat_count += o.lat_count;
         self.lat_sum_ns += o.lat_sum_ns;
         self.lat_max_ns = self.lat_max_ns.max(o.lat_max_ns);
+        self.injected += o.injected;
     }
 
     /// Counters accumulated since `earlier` (max stays the running max).
@@ -39,6 +42,7 @@ impl FuncStats {
             lat_count: self.lat_count.saturating_sub(earlier.lat_count),
             lat_sum_ns: self.lat_sum_ns.saturating_sub(earlier.lat_sum_ns),
             lat_max_ns: self.lat_max_ns,
+            injected: self.injected.saturating_sub(earlier.injected),
         }
     }
 }
@@ -59,9 +63,14 @@ pub struct Snapshot {
     pub lost_stacks: u64,
     /// Calls nested too deeply to pair entry and exit.
     pub lost_depth: u64,
+    /// Error chains the ring buffer had no room for.
+    pub lost_chains: u64,
+    /// Call graph paths the map had no room for.
+    pub lost_graph: u64,
 }
 
-fn u64_at(b: &[u8], off: usize) -> u64 {
+/// The native-endian u64 at `off` (the caller checked the length).
+pub(crate) fn u64_at(b: &[u8], off: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[off..off + 8]);
     u64::from_ne_bytes(a)
@@ -97,6 +106,7 @@ impl Reader {
                     lat_count: u64_at(&raw, off + 8),
                     lat_sum_ns: u64_at(&raw, off + 16),
                     lat_max_ns: u64_at(&raw, off + 24),
+                    injected: u64_at(&raw, off + 32),
                 });
             }
         }
@@ -117,7 +127,7 @@ impl Reader {
             None
         };
         let lost_map = obj.map("lost")?;
-        let mut lost = [0u64; 3];
+        let mut lost = [0u64; 5];
         for (k, slot) in lost.iter_mut().enumerate() {
             let key = (k as u32).to_ne_bytes();
             if let Some(per_cpu) = lost_map
@@ -133,6 +143,8 @@ impl Reader {
             lost_events: lost[0],
             lost_stacks: lost[1],
             lost_depth: lost[2],
+            lost_chains: lost[3],
+            lost_graph: lost[4],
         })
     }
 }
@@ -304,12 +316,14 @@ mod tests {
             lat_count: 4,
             lat_sum_ns: 400,
             lat_max_ns: 200,
+            injected: 0,
         };
         let b = FuncStats {
             calls: 15,
             lat_count: 6,
             lat_sum_ns: 700,
             lat_max_ns: 250,
+            injected: 0,
         };
         let d = b.since(&a);
         assert_eq!(

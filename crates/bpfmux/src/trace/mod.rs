@@ -18,11 +18,21 @@
 //! 6. [`Session::detach`], then [`Session::summary`]: a serializable
 //!    [`Summary`] with the busiest stacks symbolized.
 //!
+//! With [`TraceOptions::errors`] the programs keep each thread's calls in
+//! flight and report every chain of them that ends in an error
+//! ([`errors`]). With [`TraceOptions::inject`] fmod_ret programs make calls
+//! fail instead ([`inject`]); the rest of the path is the same. With
+//! [`TraceOptions::graph`] they count calls per path of traced callers: the
+//! call tree in the summary ([`graph`]).
+//!
 //! [`output`] has the text forms the reports and `bpfmux trace` print.
 
 mod btf;
 mod engine;
+pub mod errors;
 mod events;
+pub mod graph;
+pub mod inject;
 mod listings;
 pub mod output;
 mod pattern;
@@ -30,6 +40,7 @@ mod program;
 pub mod report;
 mod select;
 pub mod session;
+mod stacks;
 pub mod summary;
 
 use std::time::{Duration, Instant};
@@ -65,6 +76,10 @@ pub enum Error {
     /// A name in no kernel BTF, or nothing left to trace.
     #[error(transparent)]
     Select(#[from] SelectError),
+    /// Error injection cannot be set up (a function the kernel does not
+    /// allow it on, the list unreadable, ...).
+    #[error(transparent)]
+    Inject(#[from] inject::InjectError),
     /// [`Control::cancel`] was set before the attach was done; nothing stays
     /// attached.
     #[error(transparent)]
@@ -108,6 +123,15 @@ pub struct TraceOptions {
     pub kstack: bool,
     /// Count user stacks per call site.
     pub ustack: bool,
+    /// Report every chain of traced calls that ends in an error (see
+    /// [`errors`]).
+    pub errors: bool,
+    /// Count calls and their time per path of traced callers: the call
+    /// graph (see [`graph`]), in the summary.
+    pub graph: bool,
+    /// Make calls fail instead of tracing them (see [`inject`]): fmod_ret
+    /// programs, on the functions of the kernel's error-injection list.
+    pub inject: Option<inject::Injection>,
     /// Which calls count (process, cgroup, task name).
     pub filters: Filters,
 }
@@ -115,7 +139,7 @@ pub struct TraceOptions {
 impl TraceOptions {
     /// Latency and return values need the exit side of each call.
     pub fn needs_exit(&self) -> bool {
-        self.latency || self.capture
+        self.latency || self.capture || self.errors || self.graph
     }
 }
 
@@ -139,15 +163,24 @@ pub struct Plan {
 /// kernel unless `opts.engine` forces one). Nothing is loaded yet.
 pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
     let needs_exit = opts.needs_exit();
+    if opts.inject.is_some() && (needs_exit || opts.kstack || opts.ustack) {
+        return Err(inject::InjectError::Combined.into());
+    }
     // One vmlinux BTF parse for the engine probes and the selection, with
     // the listings globs need read meanwhile.
     let t0 = Instant::now();
     let pending = select::start_listings(&opts.patterns);
     let btf = crate::features::KernelBtf::load();
     let btf_time = t0.elapsed();
-    let choice = engine::choose(opts.engine, needs_exit, &btf)?;
+    let choice = engine::choose(opts.engine, needs_exit, opts.inject.is_some(), &btf)?;
+    // Read before selecting: an unreadable list fails fast.
+    let injectable = opts
+        .inject
+        .as_ref()
+        .map(|_| inject::read_list())
+        .transpose()?;
     let t1 = Instant::now();
-    let selection = select::select_in(
+    let mut selection = select::select_in(
         &btf,
         pending,
         btf_time,
@@ -155,6 +188,13 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
         &opts.excludes,
         SelectOptions { needs_exit },
     )?;
+    if let Some(list) = &injectable {
+        inject::restrict(&mut selection, list)?;
+        if selection.funcs.is_empty() {
+            let dropped = std::mem::take(&mut selection.dropped);
+            return Err(SelectError::AllDropped { dropped }.into());
+        }
+    }
     Ok(Plan {
         opts,
         selection,
@@ -190,6 +230,8 @@ pub struct Tracer {
     /// Why counting could not be stopped before detaching (the summary then
     /// includes calls made while detaching).
     pub disarm_error: Option<String>,
+    /// Recursion misses read just before the programs were closed.
+    misses_at_detach: Option<u64>,
     links: usize,
     // Declared before `obj`: programs and links go before the maps.
     backend: Box<dyn Engine>,
@@ -218,28 +260,37 @@ impl Plan {
             kstack: opts.kstack,
             ustack: opts.ustack,
             pair_entry_exit: exit == ExitSide::Pair,
+            errors: opts.errors,
+            graph: opts.graph,
+            inject: opts.inject.clone(),
             filters: opts.filters.clone(),
         };
         let t0 = Instant::now();
-        let obj = TraceObject::load(&cfg, &kind.entries(exit))?;
+        let obj = TraceObject::load(&cfg, &kind.entries(exit, opts.inject.is_some()))?;
         let prepare_time = t0.elapsed();
         let cookies: Vec<u64> = selection
             .funcs
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                i as u64
-                    | if capture && f.exact {
-                        COOKIE_CAPTURE
-                    } else {
-                        0
-                    }
+                let capture = if capture && f.exact {
+                    COOKIE_CAPTURE
+                } else {
+                    0
+                };
+                let ret = if opts.errors {
+                    errors::RetClass::of(f.proto.ret).cookie_bits()
+                } else {
+                    0
+                };
+                i as u64 | capture | ret
             })
             .collect();
         let targets = Targets {
             funcs: &selection.funcs,
             cookies: &cookies,
             exit,
+            inject: opts.inject.is_some(),
         };
         let mut backend = engine::new_engine(kind);
         let t1 = Instant::now();
@@ -272,6 +323,7 @@ impl Plan {
         Ok(Tracer {
             breakdown: backend.breakdown(),
             disarm_error: None,
+            misses_at_detach: None,
             links: backend.links(),
             opts,
             selection,
@@ -318,31 +370,52 @@ impl Tracer {
         &self.obj
     }
 
-    /// A ring buffer over the per-call events, calling `f` for each; `None`
-    /// when no function captures events. Poll it to receive them.
-    pub(crate) fn event_ring<'a>(
+    /// The ring buffers the programs write: per-call events (calling
+    /// `on_event` for each) when a function captures them, error chains
+    /// (`on_chain`) with [`TraceOptions::errors`]; `None` when there is
+    /// neither. Poll it to receive them.
+    pub(crate) fn rings<'a>(
         &'a self,
-        mut f: impl FnMut(events::Event) + 'a,
+        mut on_event: impl FnMut(events::Event) + 'a,
+        mut on_chain: impl FnMut(errors::ChainRecord) + 'a,
     ) -> Result<Option<libbpf_rs::RingBuffer<'a>>, Error> {
         let capture = self.opts.capture && self.selection.funcs.iter().any(|f| f.exact);
-        if !capture {
+        if !capture && !self.opts.errors {
             return Ok(None);
         }
-        let map = self.obj.map("events")?;
         let mut b = libbpf_rs::RingBufferBuilder::new();
-        b.add(&map, move |data: &[u8]| {
-            if let Some(e) = events::Event::parse(data) {
-                f(e);
-            }
-            0
-        })
-        .context("ring buffer for events")?;
-        Ok(Some(b.build().context("ring buffer for events")?))
+        let events_map;
+        if capture {
+            events_map = self.obj.map("events")?;
+            b.add(&events_map, move |data: &[u8]| {
+                if let Some(e) = events::Event::parse(data) {
+                    on_event(e);
+                }
+                0
+            })
+            .context("ring buffer for events")?;
+        }
+        let chains_map;
+        if self.opts.errors {
+            chains_map = self.obj.map("chains")?;
+            b.add(&chains_map, move |data: &[u8]| {
+                if let Some(c) = errors::ChainRecord::parse(data) {
+                    on_chain(c);
+                }
+                0
+            })
+            .context("ring buffer for error chains")?;
+        }
+        Ok(Some(b.build().context("ring buffers for events")?))
     }
 
     /// Calls the programs skipped because one was already running on the
     /// CPU (the kernel's recursion guard): counts can be short by this much.
+    /// After [`Tracer::detach`], the number when the programs were closed.
     pub fn recursion_misses(&self) -> u64 {
+        if let Some(n) = self.misses_at_detach {
+            return n;
+        }
         self.backend
             .programs()
             .iter()
@@ -357,6 +430,8 @@ impl Tracer {
         let t0 = Instant::now();
         // Detaching goes on even if this failed; the caller can say so.
         self.disarm_error = self.obj.disarm().err().map(|e| format!("{e:#}"));
+        // The programs' statistics go with them.
+        self.misses_at_detach = Some(self.recursion_misses());
         self.backend.detach(progress);
         t0.elapsed()
     }

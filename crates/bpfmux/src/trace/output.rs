@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::btf::ValueKind;
 use super::engine::ExitSide;
+use super::errors::{ErrorChain, ErrorTotals, RetValue, MAX_DEPTH};
 use super::events::{Event, EventKind, FuncStats};
 use super::select::{Func, Selection};
 use super::{Plan, Tracer};
@@ -295,6 +296,90 @@ pub fn event_json(e: &Event, f: &Func) -> Value {
         }
     }
     v
+}
+
+/// An error chain as text: a head line, the calls outermost first, indented
+/// by depth, with return value, error and duration (`?` when the call's exit
+/// was not seen), then the kernel and user stacks.
+///
+/// ```text
+/// cat[42/42] ENOENT in path_openat, 3 calls
+///   __x64_sys_openat       -2 ENOENT  41.0us
+///     do_sys_openat2       -2 ENOENT  38.2us
+///       path_openat        -2 ENOENT  20.1us
+///   kernel stack:
+///     do_sys_openat2+0x7a
+/// ```
+pub fn chain_lines(c: &ErrorChain) -> Vec<String> {
+    let mut out = vec![format!(
+        "{}[{}/{}] {} in {}, {} call{}{}",
+        c.comm,
+        c.pid,
+        c.tid,
+        c.error,
+        c.function,
+        c.calls.len(),
+        if c.calls.len() == 1 { "" } else { "s" },
+        if c.overflow > 0 {
+            format!(
+                " ({} deeper calls not kept: nesting over {})",
+                c.overflow, MAX_DEPTH
+            )
+        } else {
+            String::new()
+        }
+    )];
+    let w = c
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(i, k)| 2 * i + k.function.len())
+        .max()
+        .unwrap_or(0);
+    for (i, k) in c.calls.iter().enumerate() {
+        let name = format!("{:indent$}{}", "", k.function, indent = 2 * i);
+        let ret = match k.ret {
+            Some(RetValue::Signed(v)) => v.to_string(),
+            Some(RetValue::Unsigned(v)) => format!("{v:#x}"),
+            None => "?".into(),
+        };
+        let d = k.duration_ns.map_or("?".into(), fmt_ns);
+        let err = k.error.as_deref().unwrap_or("");
+        out.push(
+            format!("  {name:<w$} {ret:>18} {err:<12} {d:>9}")
+                .trim_end()
+                .to_string(),
+        );
+    }
+    for (what, frames) in [("kernel", &c.kernel_stack), ("user", &c.user_stack)] {
+        if !frames.is_empty() {
+            out.push(format!("  {what} stack:"));
+            out.extend(frames.iter().map(|f| format!("    {f}")));
+        }
+    }
+    out
+}
+
+/// The summary's error chains per error, most first: `ENOENT (2) 3 chains:
+/// path_openat 3`.
+pub fn error_totals_lines(totals: &[ErrorTotals]) -> Vec<String> {
+    let mut out = vec![format!(
+        "{:<14} {:>8}  FAILING FUNCTIONS",
+        "ERROR", "CHAINS"
+    )];
+    for t in totals {
+        let name = match t.errno {
+            Some(e) => format!("{} ({e})", t.error),
+            None => t.error.clone(),
+        };
+        let funcs: Vec<String> = t
+            .functions
+            .iter()
+            .map(|f| format!("{} {}", f.function, f.count))
+            .collect();
+        out.push(format!("{name:<14} {:>8}  {}", t.count, funcs.join(", ")));
+    }
+    out
 }
 
 /// What `bpfmux trace` says once the functions and the engine are chosen:

@@ -19,6 +19,7 @@ use anyhow::{anyhow, bail, Context as _};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::{AsRawLibbpf, MapCore, Object, ObjectBuilder};
 
+use super::inject::Injection;
 use crate::bpf::trace as skel;
 
 /// Entry points of trace.bpf.c, named after their program sections
@@ -34,10 +35,14 @@ pub enum Entry {
     KprobeSession,
     Fentry,
     Fexit,
+    /// fmod_ret.multi: error injection on a tracing_multi link.
+    MultiFmodRet,
+    /// fmod_ret: error injection, one copy per function.
+    FmodRet,
 }
 
 impl Entry {
-    const ALL: [Entry; 7] = [
+    const ALL: [Entry; 9] = [
         Entry::MultiEntry,
         Entry::MultiSession,
         Entry::MultiExit,
@@ -45,6 +50,8 @@ impl Entry {
         Entry::KprobeSession,
         Entry::Fentry,
         Entry::Fexit,
+        Entry::MultiFmodRet,
+        Entry::FmodRet,
     ];
 
     fn prog_name(self) -> &'static str {
@@ -56,6 +63,8 @@ impl Entry {
             Entry::KprobeSession => "trace_kprobe_session",
             Entry::Fentry => "trace_fentry",
             Entry::Fexit => "trace_fexit",
+            Entry::MultiFmodRet => "trace_multi_fmod_ret",
+            Entry::FmodRet => "trace_fmod_ret",
         }
     }
 
@@ -88,14 +97,23 @@ pub struct ObjectConfig {
     pub ustack: bool,
     /// Entry and exit are separate programs (per-thread call stacks needed).
     pub pair_entry_exit: bool,
+    /// Report chains of calls that end in an error (per-thread call stacks
+    /// on every engine, the `chains` ring buffer, stacks).
+    pub errors: bool,
+    /// Count calls per path of traced callers (call graph).
+    pub graph: bool,
+    /// Make calls fail (`bpfmux inject`).
+    pub inject: Option<Injection>,
     pub filters: Filters,
 }
 
 pub const HIST_BUCKETS: usize = 32;
 const EVENTS_BYTES: u32 = 8 << 20;
+const CHAINS_BYTES: u32 = 8 << 20;
 const STACKS: u32 = 16 << 10;
 const STACK_COUNTS: u32 = 64 << 10;
 const CALL_STACK_THREADS: u32 = 16 << 10;
+const GRAPH_PATHS: u32 = 64 << 10;
 
 /// The loaded maps plus the instructions to load program copies from.
 pub struct TraceObject {
@@ -127,9 +145,14 @@ impl TraceObject {
                         .context("too many functions for latency histograms")?,
                 ),
                 "events" if cfg.capture => Some(EVENTS_BYTES),
-                "stacks" if cfg.kstack || cfg.ustack => Some(STACKS),
+                "chains" if cfg.errors => Some(CHAINS_BYTES),
+                "stacks" if cfg.kstack || cfg.ustack || cfg.errors => Some(STACKS),
                 "stack_counts" if cfg.kstack || cfg.ustack => Some(STACK_COUNTS),
-                "call_stacks" if cfg.pair_entry_exit => Some(CALL_STACK_THREADS),
+                "call_stacks" if cfg.pair_entry_exit || cfg.errors || cfg.graph => {
+                    Some(CALL_STACK_THREADS)
+                }
+                "error_chains" if cfg.errors => Some(CALL_STACK_THREADS),
+                "graph" if cfg.graph => Some(GRAPH_PATHS),
                 _ => None,
             };
             if let Some(size) = size {
@@ -314,16 +337,25 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> anyh
             *d = s as i8;
         }
     }
-    let ro = skel::types::rodata {
-        want_latency: cfg.latency,
-        filter_tgid: cfg.filters.tgid.unwrap_or(0),
-        filter_cgroup: cfg.filters.cgroup_id.unwrap_or(0),
-        filter_comm_on: cfg.filters.comm.is_some(),
-        filter_comm: comm,
-        want_kstack: cfg.kstack,
-        want_ustack: cfg.ustack,
-        pair_entry_exit: cfg.pair_entry_exit,
-    };
+    // SAFETY: plain-old-data (integers, bools, arrays of them): all zeros
+    // is a valid value, and the one the section starts with. Assigned
+    // field by field: the skeleton's padding fields are private.
+    let mut ro: skel::types::rodata = unsafe { std::mem::zeroed() };
+    ro.want_latency = cfg.latency;
+    ro.filter_tgid = cfg.filters.tgid.unwrap_or(0);
+    ro.filter_cgroup = cfg.filters.cgroup_id.unwrap_or(0);
+    ro.filter_comm_on = cfg.filters.comm.is_some();
+    ro.filter_comm = comm;
+    ro.want_kstack = cfg.kstack;
+    ro.want_ustack = cfg.ustack;
+    ro.pair_entry_exit = cfg.pair_entry_exit;
+    ro.want_errors = cfg.errors;
+    ro.want_graph = cfg.graph;
+    if let Some(i) = &cfg.inject {
+        ro.inject_ret = -i64::from(i.errno);
+        ro.inject_chance = i.chance();
+        ro.inject_times = i.times.unwrap_or(0);
+    }
     // The section may end before the struct's trailing padding: copy the
     // bytes that exist (every field is inside the section).
     let size = std::mem::size_of::<skel::types::rodata>();

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use super::engine::EngineKind;
+use super::errors::ErrorChain;
 use super::events::Event;
 use super::output::{self, Row};
 use super::select::Func;
@@ -30,6 +31,9 @@ pub struct Interval<'a> {
 pub trait Report {
     /// One call of a function whose arguments are captured.
     fn event(&mut self, event: &Event, func: &Func) -> io::Result<()>;
+    /// A chain of traced calls that ended in an error
+    /// ([`super::TraceOptions::errors`]).
+    fn error_chain(&mut self, chain: &ErrorChain) -> io::Result<()>;
     /// Counters of one interval.
     fn interval(&mut self, interval: &Interval<'_>) -> io::Result<()>;
     /// The end of the run.
@@ -53,6 +57,12 @@ impl<W: Write> JsonLines<W> {
 impl<W: Write> Report for JsonLines<W> {
     fn event(&mut self, e: &Event, f: &Func) -> io::Result<()> {
         writeln!(self.out, "{}", output::event_json(e, f))
+    }
+
+    fn error_chain(&mut self, c: &ErrorChain) -> io::Result<()> {
+        let v = serde_json::to_value(c).map_err(io::Error::other)?;
+        writeln!(self.out, "{v}")?;
+        self.out.flush()
     }
 
     fn interval(&mut self, iv: &Interval<'_>) -> io::Result<()> {
@@ -97,6 +107,17 @@ impl<W: Write> Report for PlainText<W> {
         writeln!(self.out, "{}", output::event_line(e, f))
     }
 
+    fn error_chain(&mut self, c: &ErrorChain) -> io::Result<()> {
+        let mut lines = output::chain_lines(c);
+        if let Some(head) = lines.first_mut() {
+            *head = format!("{} {head}", clock());
+        }
+        for l in lines {
+            writeln!(self.out, "{l}")?;
+        }
+        self.out.flush()
+    }
+
     fn interval(&mut self, iv: &Interval<'_>) -> io::Result<()> {
         if self.intervals {
             for l in output::text_lines(&clock(), iv.rows, self.latency) {
@@ -113,10 +134,31 @@ impl<W: Write> Report for PlainText<W> {
         for l in totals_table(&s.functions, s.elapsed_s, s.latency, max) {
             writeln!(out, "{l}")?;
         }
+        if let Some(n) = s.injected {
+            writeln!(out, "{n} calls made to fail")?;
+        }
         if s.latency {
             for f in s.functions.iter().take(10) {
                 writeln!(out, "\n{} latency:", f.name)?;
                 for l in f.hist().map(output::hist_lines).unwrap_or_default() {
+                    writeln!(out, "{l}")?;
+                }
+            }
+        }
+        if let Some(g) = &s.graph {
+            writeln!(
+                out,
+                "\ncall graph (time from entry to exit, in traced calls too):"
+            )?;
+            for l in super::graph::lines(g) {
+                writeln!(out, "{l}")?;
+            }
+        }
+        if let Some(errors) = &s.errors {
+            let n: u64 = errors.iter().map(|e| e.count).sum();
+            writeln!(out, "\n{n} error chains:")?;
+            if n > 0 {
+                for l in output::error_totals_lines(errors) {
                     writeln!(out, "{l}")?;
                 }
             }
@@ -152,6 +194,10 @@ impl<W: Write> LiveTable<W> {
 impl<W: Write> Report for LiveTable<W> {
     fn event(&mut self, e: &Event, f: &Func) -> io::Result<()> {
         self.text.event(e, f)
+    }
+
+    fn error_chain(&mut self, c: &ErrorChain) -> io::Result<()> {
+        self.text.error_chain(c)
     }
 
     fn interval(&mut self, iv: &Interval<'_>) -> io::Result<()> {
@@ -213,6 +259,10 @@ pub fn totals_table(
 ) -> Vec<String> {
     let w = output::name_width(funcs.iter().map(|f| f.name.as_str()), max_rows);
     let mut head = format!("{:<w$} {:>12} {:>10}", "FUNCTION", "CALLS", "MEAN/s");
+    let injected = funcs.iter().any(|f| f.injected.is_some());
+    if injected {
+        head.push_str(&format!(" {:>10}", "INJECTED"));
+    }
     if latency {
         head.push_str(&format!(" {:>9} {:>9} {:>9}", "AVG", "P99<", "MAX"));
     }
@@ -224,6 +274,9 @@ pub fn totals_table(
             r.calls,
             r.calls as f64 / secs.max(1e-9)
         );
+        if injected {
+            line.push_str(&format!(" {:>10}", r.injected.unwrap_or(0)));
+        }
         if latency {
             let lat = r.latency_ns.as_ref();
             let a = lat.map_or("-".into(), |l| output::fmt_ns(l.avg));
@@ -252,14 +305,18 @@ pub fn summary_notes(s: &Summary) -> Vec<String> {
         "bpfmux trace: engine {}: attach {:.1} ms, detach {:.1} ms for {} functions",
         s.engine, s.attach_ms, s.detach_ms, s.functions_attached
     )];
+    // Said every time, also when nothing was lost.
     let l = &s.lost;
-    if l.any() {
-        out.push(format!(
-            "bpfmux trace: not recorded: {} events, {} stacks, {} too deeply nested; \
-             {} calls skipped by the kernel's recursion guard",
-            l.events, l.stacks, l.nesting, l.recursion_misses
-        ));
-    }
+    out.push(if l.any() {
+        format!(
+            "bpfmux trace: not recorded: {} events, {} error chains (ring buffers full), \
+             {} call graph paths (map full), {} stacks, {} calls too deeply nested; {} calls \
+             skipped by the kernel's recursion guard",
+            l.events, l.chains, l.graph, l.stacks, l.nesting, l.recursion_misses
+        )
+    } else {
+        "bpfmux trace: nothing lost (ring buffers, stacks, nesting, recursion guard)".into()
+    });
     out
 }
 
@@ -276,6 +333,7 @@ mod tests {
             lat_count: 4,
             lat_sum_ns: 40,
             lat_max_ns: 12,
+            injected: 0,
         };
         let mut h = [0u64; 32];
         h[3] = 4;
@@ -303,6 +361,9 @@ mod tests {
             },
             elapsed_s: 2.0,
             events: 0,
+            injected: None,
+            errors: None,
+            graph: None,
             lost: Lost::default(),
             functions: vec![FunctionTotals::new("vfs_read", &s, Some(&h))],
             stacks: None,
@@ -368,6 +429,7 @@ mod tests {
             lat_count: 2,
             lat_sum_ns: 3000,
             lat_max_ns: 2000,
+            injected: 0,
         };
         let mut h = [0u64; 32];
         h[10] = 2;
@@ -442,7 +504,8 @@ mod tests {
             },
             "elapsed_s": 2.0,
             "events": 0,
-            "lost": {"events": 0, "stacks": 0, "nesting": 0, "recursion_misses": 0},
+            "lost": {"events": 0, "chains": 0, "graph": 0, "stacks": 0, "nesting": 0,
+                     "recursion_misses": 0},
             "functions": [{
                 "name": "vfs_read",
                 "calls": 4,
@@ -460,6 +523,111 @@ mod tests {
         let mut out = Vec::new();
         JsonLines::new(&mut out, true).summary(&s).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), format!("{old}\n"));
+    }
+
+    fn openat_chain() -> ErrorChain {
+        use crate::trace::errors::{ChainCall, RetValue};
+        let call = |f: &str, ret: Option<i64>, d: u64| ChainCall {
+            function: f.into(),
+            ret: ret.map(RetValue::Signed),
+            error: ret.map(|_| "ENOENT".into()),
+            duration_ns: ret.map(|_| d),
+        };
+        ErrorChain {
+            kind: "error",
+            ts_ns: 5,
+            pid: 42,
+            tid: 43,
+            comm: "cat".into(),
+            function: "path_openat".into(),
+            error: "ENOENT".into(),
+            errno: Some(2),
+            calls: vec![
+                call("__x64_sys_openat", None, 0),
+                call("do_sys_openat2", Some(-2), 38_200),
+                call("path_openat", Some(-2), 20_100),
+            ],
+            overflow: 1,
+            kernel_stack: vec!["do_sys_openat2+0x7e".into()],
+            user_stack: vec![],
+        }
+    }
+
+    #[test]
+    fn error_chains_as_text_and_json() {
+        let mut out = Vec::new();
+        PlainText::new(&mut out, false, None, false)
+            .error_chain(&openat_chain())
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<_> = text.lines().collect();
+        // The head line starts with the time of day.
+        assert!(
+            lines[0].ends_with(
+                " cat[42/43] ENOENT in path_openat, 3 calls \
+                 (1 deeper calls not kept: nesting over 32)"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            &lines[1..],
+            [
+                "  __x64_sys_openat                  ?                      ?",
+                "    do_sys_openat2                 -2 ENOENT          38.2us",
+                "      path_openat                  -2 ENOENT          20.1us",
+                "  kernel stack:",
+                "    do_sys_openat2+0x7e",
+            ]
+        );
+        let mut out = Vec::new();
+        JsonLines::new(&mut out, false)
+            .error_chain(&openat_chain())
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"calls\":[{\"function\":\"__x64_sys_openat\"},\
+             {\"duration_ns\":38200,\"error\":\"ENOENT\",\"function\":\"do_sys_openat2\",\"ret\":-2},\
+             {\"duration_ns\":20100,\"error\":\"ENOENT\",\"function\":\"path_openat\",\"ret\":-2}],\
+             \"comm\":\"cat\",\"errno\":2,\"error\":\"ENOENT\",\"function\":\"path_openat\",\
+             \"kernel_stack\":[\"do_sys_openat2+0x7e\"],\"overflow\":1,\"pid\":42,\"tid\":43,\
+             \"ts_ns\":5,\"type\":\"error\",\"user_stack\":[]}\n"
+        );
+    }
+
+    #[test]
+    fn summary_counts_chains_and_always_says_what_was_lost() {
+        use crate::trace::errors::ErrorTally;
+        let mut tally = ErrorTally::default();
+        tally.add(&openat_chain());
+        tally.add(&openat_chain());
+        let mut s = summary();
+        s.errors = Some(tally.totals());
+        let mut out = Vec::new();
+        PlainText::new(&mut out, false, None, false)
+            .summary(&s)
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with(
+                "\n2 error chains:\n\
+                 ERROR            CHAINS  FAILING FUNCTIONS\n\
+                 ENOENT (2)            2  path_openat 2\n"
+            ),
+            "{text}"
+        );
+        let notes = summary_notes(&s);
+        assert_eq!(
+            notes[1],
+            "bpfmux trace: nothing lost (ring buffers, stacks, nesting, recursion guard)"
+        );
+        s.lost.chains = 3;
+        s.lost.recursion_misses = 2;
+        assert_eq!(
+            summary_notes(&s)[1],
+            "bpfmux trace: not recorded: 0 events, 3 error chains (ring buffers full), \
+             0 call graph paths (map full), 0 stacks, 0 calls too deeply nested; 2 calls \
+             skipped by the kernel's recursion guard"
+        );
     }
 
     #[test]

@@ -104,6 +104,9 @@ pub enum DropReason {
     NoReturn,
     /// The kernel refused it at attach time (found by bisection).
     AttachRefused(String),
+    /// Error injection asked for, and the kernel does not allow it here
+    /// (not on its error-injection list, or not with an errno).
+    NotInjectable(String),
 }
 
 impl fmt::Display for DropReason {
@@ -120,6 +123,7 @@ impl fmt::Display for DropReason {
             }
             DropReason::NoReturn => f.write_str("never returns (no exit probe possible)"),
             DropReason::AttachRefused(e) => write!(f, "refused at attach: {e}"),
+            DropReason::NotInjectable(why) => write!(f, "no error injection: {why}"),
         }
     }
 }
@@ -171,6 +175,7 @@ impl Selection {
             let key = match &d.reason {
                 DropReason::NotTraceable(_) => "not traceable by a trampoline".to_string(),
                 DropReason::AttachRefused(_) => "refused by the kernel at attach".to_string(),
+                DropReason::NotInjectable(_) => "no error injection".to_string(),
                 DropReason::Ambiguous(_) => "name shared by several kernel functions".to_string(),
                 r => r.to_string(),
             };

@@ -14,7 +14,9 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
+use super::errors::{ChainRecord, ErrorTally, Resolver};
 use super::events::{self, Event, FuncStats};
+use super::graph;
 use super::output;
 use super::report::{Interval, Report};
 use super::summary::{
@@ -47,6 +49,8 @@ pub struct Window {
     pub elapsed: Duration,
     /// Per-call events delivered to the report.
     pub events: usize,
+    /// Error chains delivered to the report.
+    pub chains: usize,
 }
 
 /// An attached [`Tracer`] and how to run it.
@@ -54,6 +58,7 @@ pub struct Session {
     tracer: Tracer,
     run: RunOptions,
     detach_time: Duration,
+    errors: ErrorTally,
 }
 
 impl Session {
@@ -63,6 +68,7 @@ impl Session {
             tracer,
             run,
             detach_time: Duration::ZERO,
+            errors: ErrorTally::default(),
         }
     }
 
@@ -72,9 +78,9 @@ impl Session {
     }
 
     /// Counts until `stop` returns true (asked every 100 ms at most) or the
-    /// run's duration is over, reporting each interval's numbers and every
-    /// per-call event to `report`. `stop` is called on every turn, so it can
-    /// reap a child process as it goes.
+    /// run's duration is over, reporting each interval's numbers, every
+    /// per-call event and every error chain to `report`. `stop` is called on
+    /// every turn, so it can reap a child process as it goes.
     pub fn run(
         &mut self,
         stop: &mut dyn FnMut() -> bool,
@@ -88,14 +94,27 @@ impl Session {
         let mut prev: Vec<FuncStats> = vec![FuncStats::default(); funcs.len()];
         let mut next_tick = start + interval;
         let mut last_tick = start;
-        let mut events = 0usize;
+        let (mut events, mut chains) = (0usize, 0usize);
         let pending: RefCell<Vec<Event>> = RefCell::new(Vec::new());
-        let ring = t.event_ring(|e: Event| pending.borrow_mut().push(e))?;
+        let pending_chains: RefCell<Vec<ChainRecord>> = RefCell::new(Vec::new());
+        let ring = t.rings(
+            |e: Event| pending.borrow_mut().push(e),
+            |c: ChainRecord| pending_chains.borrow_mut().push(c),
+        )?;
+        let mut resolver = Resolver::default();
+        let tally = &mut self.errors;
         let mut deliver = |report: &mut dyn Report| -> std::io::Result<()> {
             for e in pending.borrow_mut().drain(..) {
                 if let Some(f) = funcs.get(e.func) {
                     events += 1;
                     report.event(&e, f)?;
+                }
+            }
+            for c in pending_chains.borrow_mut().drain(..) {
+                if let Some(chain) = resolver.resolve(&c, funcs, t.object()) {
+                    chains += 1;
+                    tally.add(&chain);
+                    report.error_chain(&chain)?;
                 }
             }
             Ok(())
@@ -144,6 +163,7 @@ impl Session {
         Ok(Window {
             elapsed: start.elapsed(),
             events,
+            chains,
         })
     }
 
@@ -167,10 +187,12 @@ impl Session {
         let snap = t.snapshot()?;
         let zero = vec![FuncStats::default(); t.selection.funcs.len()];
         let rows = output::rows(&t.selection.funcs, &t.attached, &zero, &snap.stats, true);
+        let injecting = t.opts.inject.is_some();
         let functions = rows
             .iter()
-            .map(|r| {
-                FunctionTotals::new(
+            .map(|r| FunctionTotals {
+                injected: injecting.then_some(r.total.injected),
+                ..FunctionTotals::new(
                     &r.name,
                     &r.total,
                     snap.hist.as_ref().map(|h| &h[r.index][..]),
@@ -213,8 +235,20 @@ impl Session {
             },
             elapsed_s: window.elapsed.as_secs_f64(),
             events: window.events,
+            errors: t.opts.errors.then(|| self.errors.totals()),
+            graph: if t.opts.graph {
+                Some(graph::build(
+                    &graph::read_paths(t.object())?,
+                    &t.selection.funcs,
+                ))
+            } else {
+                None
+            },
+            injected: injecting.then(|| snap.stats.iter().map(|s| s.injected).sum()),
             lost: Lost {
                 events: snap.lost_events,
+                chains: snap.lost_chains,
+                graph: snap.lost_graph,
                 stacks: snap.lost_stacks,
                 nesting: snap.lost_depth,
                 recursion_misses: t.recursion_misses(),

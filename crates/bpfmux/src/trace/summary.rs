@@ -6,15 +6,16 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::engine::{EngineKind, ExitSide};
+use super::errors::ErrorTotals;
 use super::events::{self, FuncStats};
+use super::graph::GraphNode;
 use super::output::percentile;
+pub use super::stacks::stack_frames;
 use super::Tracer;
-use crate::symbolize::{KernelSymbolizer, SymResult, UserSymbolizer};
+use crate::symbolize::{KernelSymbolizer, UserSymbolizer};
 
 /// How many of the busiest stacks the summary symbolizes.
 pub const TOP_STACKS: usize = 10;
-/// Larger than any kernel function: the address is not in the symbol.
-const MAX_SYMBOL_OFFSET: u64 = 1 << 20;
 
 /// Milliseconds, rounded to the microsecond.
 pub(crate) fn ms(d: Duration) -> f64 {
@@ -53,6 +54,15 @@ pub struct Summary {
     pub elapsed_s: f64,
     /// Per-call events reported.
     pub events: usize,
+    /// Calls made to fail in all, when errors were injected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub injected: Option<u64>,
+    /// The call tree of the traced functions, with `--graph`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<Vec<GraphNode>>,
+    /// Error chains reported per error, with `--errors`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<ErrorTotals>>,
     /// What could not be recorded.
     pub lost: Lost,
     /// Functions called at least once, busiest first.
@@ -103,9 +113,15 @@ pub struct AttachBreakdown {
 pub struct Lost {
     /// Ring buffer full.
     pub events: u64,
+    /// Error chains the ring buffer had no room for.
+    pub chains: u64,
+    /// Call graph paths the map had no room for (their calls not in the
+    /// graph).
+    pub graph: u64,
     /// Stack map full.
     pub stacks: u64,
-    /// Calls nested too deeply to pair entry and exit.
+    /// Calls nested too deeply for the per-thread call stack (their
+    /// entry and exit not paired, left out of error chains).
     pub nesting: u64,
     /// Calls the kernel's recursion guard skipped.
     pub recursion_misses: u64,
@@ -114,7 +130,8 @@ pub struct Lost {
 impl Lost {
     /// Anything lost at all.
     pub fn any(&self) -> bool {
-        self.events + self.stacks + self.nesting > 0 || self.recursion_misses > 0
+        self.events + self.chains + self.graph + self.stacks + self.nesting + self.recursion_misses
+            > 0
     }
 }
 
@@ -125,6 +142,9 @@ pub struct FunctionTotals {
     pub name: String,
     /// Calls counted.
     pub calls: u64,
+    /// Calls made to fail, when errors were injected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub injected: Option<u64>,
     /// When calls' latencies were measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<LatencyTotals>,
@@ -171,6 +191,7 @@ impl FunctionTotals {
         Self {
             name: name.to_string(),
             calls: s.calls,
+            injected: None,
             latency_ns,
         }
     }
@@ -231,37 +252,6 @@ pub(crate) fn symbolized_stacks(t: &Tracer, s: &events::Stacks) -> Vec<StackSumm
         .collect()
 }
 
-/// Kernel frames, then `--` and the user frames of process `pid`.
-pub fn stack_frames(
-    ksyms: Option<&KernelSymbolizer>,
-    usyms: &mut UserSymbolizer,
-    pid: u32,
-    kernel: &[u64],
-    user: &[u64],
-) -> Vec<String> {
-    let name = |r: &SymResult, addr: u64| match r {
-        // Past the end of any real function: JIT code (BPF programs and
-        // trampolines) has no kallsyms entry bpfmux reads.
-        SymResult::Symbol(s) if s.offset > MAX_SYMBOL_OFFSET => format!("{addr:#x} [bpf/jit?]"),
-        SymResult::Symbol(s) => format!("{}+{:#x}", s.name, s.offset),
-        _ => format!("{addr:#x}"),
-    };
-    let mut lines = Vec::new();
-    match ksyms {
-        Some(k) => lines.extend(k.symbolize(kernel).iter().map(|s| name(&s.result, s.addr))),
-        None => lines.extend(kernel.iter().map(|a| format!("{a:#x}"))),
-    }
-    if !user.is_empty() {
-        lines.push("--".into());
-        match usyms.symbolize(pid, user) {
-            Ok(v) => lines.extend(v.iter().map(|s| name(&s.result, s.addr))),
-            // The process may be gone: addresses are all we have.
-            Err(_) => lines.extend(user.iter().map(|a| format!("{a:#x}"))),
-        }
-    }
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +263,7 @@ mod tests {
             lat_count: 2,
             lat_sum_ns: 30,
             lat_max_ns: 20,
+            injected: 0,
         };
         let mut h = [0u64; 32];
         h[3] = 2;
@@ -292,12 +283,5 @@ mod tests {
         };
         let v = serde_json::to_value(FunctionTotals::new("f", &none, Some(&h))).unwrap();
         assert_eq!(v.to_string(), r#"{"calls":1,"name":"f"}"#);
-    }
-
-    #[test]
-    fn frames_without_symbols_are_addresses() {
-        let mut u = UserSymbolizer::default();
-        let f = stack_frames(None, &mut u, 0, &[0x10, 0x20], &[]);
-        assert_eq!(f, ["0x10", "0x20"]);
     }
 }

@@ -5,7 +5,7 @@ use std::ffi::CString;
 use std::os::unix::fs::MetadataExt;
 
 use anyhow::{bail, Context as _};
-use bpfmux::trace::Pattern;
+use bpfmux::trace::{EngineKind, Pattern};
 
 use crate::input::{read_text, MAX_TEXT_FILE};
 
@@ -59,6 +59,11 @@ pub fn check_comm(comm: Option<&str>) -> anyhow::Result<()> {
         Some(c) if c.len() > 15 => bail!("--comm: a task name has at most 15 bytes"),
         _ => Ok(()),
     }
+}
+
+/// `--engine NAME`, when given.
+pub fn engine(name: Option<&str>) -> anyhow::Result<Option<EngineKind>> {
+    Ok(name.map(str::parse::<EngineKind>).transpose()?)
 }
 
 /// Patterns as typed.

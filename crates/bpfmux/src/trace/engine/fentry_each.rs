@@ -93,7 +93,9 @@ fn attach_one(
 ) -> Result<Attached, io::Error> {
     let f = &t.funcs[i];
     let mut kinds = vec![(Entry::Fentry, libbpf_sys::BPF_TRACE_FENTRY)];
-    if t.exit.needed() {
+    if t.inject {
+        kinds = vec![(Entry::FmodRet, libbpf_sys::BPF_MODIFY_RETURN)];
+    } else if t.exit.needed() {
         kinds.push((Entry::Fexit, libbpf_sys::BPF_TRACE_FEXIT));
     }
     let mut progs = Vec::new();

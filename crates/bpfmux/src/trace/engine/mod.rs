@@ -81,6 +81,19 @@ impl EngineKind {
         }
     }
 
+    /// The probes that must say yes for error injection (fmod_ret), or why
+    /// this engine does not inject.
+    pub fn inject_features(self) -> Result<&'static [Feature], &'static str> {
+        match self {
+            EngineKind::Global => Ok(&[Feature::GlobalTrampoline, Feature::FmodRetMulti]),
+            EngineKind::TracingMulti => Ok(&[Feature::TracingMulti, Feature::FmodRetMulti]),
+            EngineKind::KprobeMulti => Err("error injection through kprobe.multi \
+                 (bpf_override_return) is not implemented; fmod_ret engines: global, \
+                 tracing-multi (fmod_ret.multi), fentry-each (fmod_ret)"),
+            EngineKind::FentryEach => Ok(&[Feature::FmodRet]),
+        }
+    }
+
     /// How this engine sees exits on this kernel, or why it cannot.
     fn exit_side(self, needs_exit: bool, btf: &KernelBtf) -> Result<ExitSide, String> {
         if !needs_exit {
@@ -116,8 +129,14 @@ impl EngineKind {
         }
     }
 
-    /// Entry points this engine loads for `exit`.
-    pub fn entries(self, exit: ExitSide) -> Vec<Entry> {
+    /// Entry points this engine loads for `exit`, or for error injection.
+    pub fn entries(self, exit: ExitSide, inject: bool) -> Vec<Entry> {
+        if inject {
+            return match self {
+                EngineKind::Global | EngineKind::TracingMulti => vec![Entry::MultiFmodRet],
+                _ => vec![Entry::FmodRet],
+            };
+        }
         match (self, exit) {
             (EngineKind::Global | EngineKind::TracingMulti, ExitSide::None) => {
                 vec![Entry::MultiEntry]
@@ -181,10 +200,20 @@ impl FromStr for EngineKind {
 }
 
 /// How an engine would run here (its exit side), or why it cannot, from
-/// the probes it needs.
-pub fn check(kind: EngineKind, needs_exit: bool, btf: &KernelBtf) -> Result<ExitSide, String> {
+/// the probes it needs (`inject`: error injection, no exit side).
+pub fn check(
+    kind: EngineKind,
+    needs_exit: bool,
+    inject: bool,
+    btf: &KernelBtf,
+) -> Result<ExitSide, String> {
     let mut why = Vec::new();
-    for &f in kind.required_features(needs_exit) {
+    let needed = if inject {
+        kind.inject_features().map_err(str::to_string)?
+    } else {
+        kind.required_features(needs_exit)
+    };
+    for &f in needed {
         let p = features::probe(f, btf);
         if p.status != Status::Yes {
             why.push(format!("{f}: {} ({})", p.status, p.detail));
@@ -192,6 +221,9 @@ pub fn check(kind: EngineKind, needs_exit: bool, btf: &KernelBtf) -> Result<Exit
     }
     if !why.is_empty() {
         return Err(why.join("; "));
+    }
+    if inject {
+        return Ok(ExitSide::None);
     }
     kind.exit_side(needs_exit, btf)
 }
@@ -226,11 +258,12 @@ pub struct Choice {
 pub fn choose(
     requested: Option<EngineKind>,
     needs_exit: bool,
+    inject: bool,
     btf: &KernelBtf,
 ) -> Result<Choice, ChooseError> {
     features::quiet_libbpf();
     if let Some(kind) = requested {
-        return match check(kind, needs_exit, btf) {
+        return match check(kind, needs_exit, inject, btf) {
             Ok(exit) => Ok(Choice {
                 kind,
                 exit,
@@ -241,7 +274,7 @@ pub fn choose(
     }
     let mut skipped = Vec::new();
     for kind in EngineKind::ALL {
-        match check(kind, needs_exit, btf) {
+        match check(kind, needs_exit, inject, btf) {
             Ok(exit) => {
                 return Ok(Choice {
                     kind,
@@ -265,6 +298,8 @@ pub struct Targets<'a> {
     pub funcs: &'a [Func],
     pub cookies: &'a [u64],
     pub exit: ExitSide,
+    /// Error injection: fmod_ret programs instead of entry/exit ones.
+    pub inject: bool,
 }
 
 /// A function the kernel would not attach (index into the targets).
@@ -552,23 +587,35 @@ mod tests {
     fn entries_follow_the_exit_side() {
         use EngineKind::*;
         for kind in [Global, TracingMulti] {
-            assert_eq!(kind.entries(ExitSide::None), [Entry::MultiEntry]);
-            assert_eq!(kind.entries(ExitSide::Session), [Entry::MultiSession]);
+            assert_eq!(kind.entries(ExitSide::None, false), [Entry::MultiEntry]);
             assert_eq!(
-                kind.entries(ExitSide::Pair),
+                kind.entries(ExitSide::Session, false),
+                [Entry::MultiSession]
+            );
+            assert_eq!(
+                kind.entries(ExitSide::Pair, false),
                 [Entry::MultiEntry, Entry::MultiExit]
             );
         }
-        assert_eq!(KprobeMulti.entries(ExitSide::None), [Entry::KprobeEntry]);
         assert_eq!(
-            KprobeMulti.entries(ExitSide::Session),
+            KprobeMulti.entries(ExitSide::None, false),
+            [Entry::KprobeEntry]
+        );
+        assert_eq!(
+            KprobeMulti.entries(ExitSide::Session, false),
             [Entry::KprobeSession]
         );
-        assert_eq!(FentryEach.entries(ExitSide::None), [Entry::Fentry]);
+        assert_eq!(FentryEach.entries(ExitSide::None, false), [Entry::Fentry]);
         assert_eq!(
-            FentryEach.entries(ExitSide::Pair),
+            FentryEach.entries(ExitSide::Pair, false),
             [Entry::Fentry, Entry::Fexit]
         );
+        // Error injection: fmod_ret, one link or one program per function.
+        for kind in [Global, TracingMulti] {
+            assert_eq!(kind.entries(ExitSide::None, true), [Entry::MultiFmodRet]);
+        }
+        assert_eq!(FentryEach.entries(ExitSide::None, true), [Entry::FmodRet]);
+        assert!(KprobeMulti.inject_features().is_err());
     }
     use std::cell::RefCell;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

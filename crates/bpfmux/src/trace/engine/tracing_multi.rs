@@ -53,7 +53,10 @@ impl TracingMulti {
     }
 
     /// (entry point, attach type) of each program, entry first.
-    fn programs_for(exit: ExitSide) -> Vec<(Entry, u32)> {
+    fn programs_for(exit: ExitSide, inject: bool) -> Vec<(Entry, u32)> {
+        if inject {
+            return vec![(Entry::MultiFmodRet, bpf::BPF_MODIFY_RETURN_MULTI)];
+        }
         match exit {
             ExitSide::None => vec![(Entry::MultiEntry, bpf::BPF_TRACE_FENTRY_MULTI)],
             ExitSide::Session => vec![(Entry::MultiSession, bpf::BPF_TRACE_FSESSION_MULTI)],
@@ -80,7 +83,7 @@ impl Engine for TracingMulti {
         t: &Targets<'_>,
         ctl: Control<'_>,
     ) -> anyhow::Result<Vec<Refused>> {
-        let kinds = Self::programs_for(t.exit);
+        let kinds = Self::programs_for(t.exit, t.inject);
         let flags = if self.global {
             bpf::BPF_F_TRACING_MULTI_GLOBAL
         } else {

@@ -1,0 +1,121 @@
+//! `bpfmux inject`: make calls of kernel functions fail with an errno, for
+//! testing error paths. The run is `bpfmux trace`'s (the library's
+//! `trace::Session`) with fmod_ret programs instead of tracing ones.
+
+use anyhow::{bail, Context as _};
+use bpfmux::trace::errors::{errno_by_name, errno_name};
+use bpfmux::trace::inject::Injection;
+use bpfmux::trace::{self, Filters, JsonLines, PlainText, Report};
+
+use super::trace::{execute, inputs, Shared, Which};
+
+/// Make kernel functions return an errno: every function the patterns
+/// select that is on the kernel's error-injection list, through one
+/// fmod_ret.multi link (this series) or one fmod_ret program per function.
+#[derive(clap::Args)]
+#[command(after_help = "\
+Only functions on the kernel's error-injection list can be made to fail
+(/sys/kernel/debug/error_injection/list: ALLOW_ERROR_INJECTION, with an errno or
+an ERR_PTR). A function named exactly that is not on it is an error; one a glob
+matched is dropped (-v says so). A chosen call does not run: it returns -ERRNO
+(ERR_PTR(-ERRNO) for functions returning a pointer). Injection starts once every
+function is attached and stops before detaching; Ctrl-C, the end of -c or -d
+stops it, and everything is detached before bpfmux exits. The summary counts
+calls and calls made to fail per function.
+
+Engines: global and tracing-multi (fmod_ret.multi, this series' kernels),
+fentry-each (one fmod_ret per function, any kernel with trampolines); the
+first one the kernel accepts unless --engine says. A kernel built without
+CONFIG_FUNCTION_ERROR_INJECTION has no list, and bpfmux inject says so.
+
+Examples:
+  bpfmux inject -c 'cat /etc/hostname' --errno ENOMEM --times 1 __x64_sys_openat
+                                     the command's first openat fails with ENOMEM
+  bpfmux inject --comm nginx -P 0.01 -e EIO '__x64_sys_*read*'
+                                     1% of nginx's read system calls fail with EIO
+  bpfmux inject -d 10 should_failslab   slab allocations fail (with ENOMEM) for 10 s")]
+pub struct Args {
+    /// Functions to make fail (exact names, globs, module:glob).
+    #[arg(value_name = "PATTERN", required = true)]
+    patterns: Vec<String>,
+    /// Leave out functions matching this pattern (repeatable).
+    #[arg(short = 'x', long = "exclude", value_name = "PATTERN")]
+    excludes: Vec<String>,
+    /// The error to return: a name (ENOMEM, EIO, ...) or a number.
+    #[arg(short, long, default_value = "ENOMEM", value_name = "ERRNO")]
+    errno: String,
+    /// The chance that a call fails, in (0, 1].
+    #[arg(short = 'P', long, default_value_t = 1.0, value_name = "P")]
+    probability: f64,
+    /// Make this many calls fail, over all functions, then no more.
+    #[arg(short, long, value_name = "N")]
+    times: Option<u64>,
+    /// Attach mechanism (default: best available).
+    #[arg(long, value_name = "ENGINE")]
+    engine: Option<String>,
+    #[command(flatten)]
+    which: Which,
+    /// JSON: the summary as one object.
+    #[arg(long)]
+    json: bool,
+    /// Say which functions were dropped and why.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+/// `ENOMEM`, `12` or `-12` → 12.
+fn parse_errno(s: &str) -> anyhow::Result<i32> {
+    if let Some(e) = errno_by_name(s) {
+        return Ok(e);
+    }
+    let n: i32 = s
+        .trim_start_matches('-')
+        .parse()
+        .with_context(|| format!("--errno {s}: neither an errno name (ENOMEM) nor a number"))?;
+    if errno_name(n).is_none() && !(1..=4095).contains(&n) {
+        bail!("--errno {s}: not an error number (1 to 4095)");
+    }
+    Ok(n)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let engine = inputs::engine(args.engine.as_deref())?;
+    let injection = Injection::new(parse_errno(&args.errno)?, args.probability, args.times)?;
+    let shared = Shared {
+        who: "bpfmux inject",
+        which: &args.which,
+        verbose: args.verbose,
+    };
+    shared.check()?;
+    let opts = trace::TraceOptions {
+        patterns: inputs::patterns(&args.patterns)?,
+        excludes: inputs::patterns(&args.excludes)?,
+        engine,
+        inject: Some(injection),
+        filters: Filters::default(),
+        ..Default::default()
+    };
+    let json = args.json;
+    execute(&shared, opts, |out| -> Box<dyn Report> {
+        if json {
+            Box::new(JsonLines::new(out, false))
+        } else {
+            Box::new(PlainText::new(out, false, None, false))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errnos_by_name_or_number() {
+        assert_eq!(parse_errno("ENOMEM").unwrap(), 12);
+        assert_eq!(parse_errno("eio").unwrap(), 5);
+        assert_eq!(parse_errno("12").unwrap(), 12);
+        assert_eq!(parse_errno("-2").unwrap(), 2);
+        assert!(parse_errno("ENOPE").is_err());
+        assert!(parse_errno("5000").is_err());
+    }
+}

@@ -1,0 +1,725 @@
+//! Error chains (`bpfmux trace --errors`): which chain of traced calls led
+//! to an error.
+//!
+//! The programs keep each thread's traced calls in flight on a fixed-depth
+//! call stack (every engine: session programs and entry/exit pairs alike).
+//! When a call returns an error — a negative errno from a function that
+//! returns a signed integer, NULL or an `ERR_PTR` from one that returns a
+//! pointer, as its BTF prototype says ([`RetClass`]) — the stack's frames
+//! become the thread's *chain*, with the kernel and user stacks of that
+//! moment. The exits of the outer calls fill in their return values, and
+//! the exit of the outermost one sends the chain (ring buffer `chains`, one
+//! `struct trace_chain_event`). Here a record becomes an [`ErrorChain`]: functions
+//! named, errors decoded, stacks symbolized; [`ErrorTally`] counts them per
+//! errno for the summary.
+//!
+//! Under one outermost call the chain is that of the latest failure outside
+//! the current chain: an error its callers pass on keeps the deepest
+//! failing call; an error in a later, separate subtree (a retry, say)
+//! replaces it. Calls nested deeper than the stack (32) are not kept: the
+//! chain says how many were left out ([`ErrorChain::overflow`]), the
+//! summary counts them in `lost.nesting`.
+
+use std::collections::BTreeMap;
+
+use libbpf_rs::{MapCore, MapFlags};
+use serde::Serialize;
+
+use super::btf::ValueKind;
+use super::events::u64_at;
+use super::program::TraceObject;
+use super::select::Func;
+use super::stacks::stack_frames;
+use crate::symbolize::{KernelSymbolizer, UserSymbolizer};
+
+/// Frames a chain holds at most (`TRACE_MAX_DEPTH` in trace.h).
+pub const MAX_DEPTH: usize = 32;
+/// `struct trace_chain_event`: a 56-byte header and 24 bytes per frame.
+pub(crate) const CHAIN_SIZE: usize = 56 + 24 * MAX_DEPTH;
+/// Bits 33-34 of the attach cookie (`TRACE_COOKIE_RET_SHIFT`).
+const COOKIE_RET_SHIFT: u32 = 33;
+/// The largest errno the kernel returns (`MAX_ERRNO`).
+const MAX_ERRNO: i64 = 4095;
+
+/// How a function's return value tells a failure (`enum trace_ret_class`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetClass {
+    /// `void`, unsigned, `bool`, enums: never a failure.
+    None,
+    /// A signed integer of 32 bits or fewer: -4095..-1 is an errno.
+    Int,
+    /// A signed 64-bit integer: -4095..-1 is an errno.
+    Long,
+    /// A pointer: NULL, or an `ERR_PTR` (-4095..-1).
+    Ptr,
+}
+
+impl RetClass {
+    /// From the return type in the function's BTF prototype.
+    pub fn of(ret: ValueKind) -> Self {
+        match ret {
+            ValueKind::Signed(b) if b <= 32 => RetClass::Int,
+            ValueKind::Signed(_) => RetClass::Long,
+            ValueKind::Pointer => RetClass::Ptr,
+            _ => RetClass::None,
+        }
+    }
+
+    /// The class in the attach cookie's bits.
+    pub fn cookie_bits(self) -> u64 {
+        let v: u64 = match self {
+            RetClass::None => 0,
+            RetClass::Int => 1,
+            RetClass::Long => 2,
+            RetClass::Ptr => 3,
+        };
+        v << COOKIE_RET_SHIFT
+    }
+
+    /// The register as the function meant it: a 32-bit int sign-extended.
+    pub fn value(self, raw: u64) -> RetValue {
+        match self {
+            RetClass::Int => RetValue::Signed(i64::from(raw as u32 as i32)),
+            RetClass::Long => RetValue::Signed(raw as i64),
+            RetClass::Ptr if (raw as i64) < 0 && (raw as i64) >= -MAX_ERRNO => {
+                RetValue::Signed(raw as i64)
+            }
+            _ => RetValue::Unsigned(raw),
+        }
+    }
+
+    /// What the return value says went wrong, if anything (the same test
+    /// as the BPF program's `is_error`).
+    pub fn failure(self, raw: u64) -> Option<Failure> {
+        match (self, self.value(raw)) {
+            (RetClass::None, _) => None,
+            (RetClass::Ptr, RetValue::Unsigned(0)) => Some(Failure::Null),
+            (_, RetValue::Signed(v)) if (-MAX_ERRNO..0).contains(&v) => {
+                Some(Failure::Errno(-v as i32))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A return value: signed for integers and `ERR_PTR`s, unsigned otherwise
+/// (pointers, unsigned integers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum RetValue {
+    /// A signed integer, or an errno in a pointer.
+    Signed(i64),
+    /// An unsigned integer or a pointer.
+    Unsigned(u64),
+}
+
+/// How a call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Failure {
+    /// It returned `-errno` (or `ERR_PTR(-errno)`).
+    Errno(i32),
+    /// A pointer-returning function returned NULL.
+    Null,
+}
+
+impl Failure {
+    /// `ENOENT`, `E123` for a number without a name, or `NULL`.
+    pub fn name(self) -> String {
+        match self {
+            Failure::Errno(e) => errno_name(e).map_or_else(|| format!("E{e}"), str::to_string),
+            Failure::Null => "NULL".into(),
+        }
+    }
+
+    /// The errno, `None` for NULL.
+    pub fn errno(self) -> Option<i32> {
+        match self {
+            Failure::Errno(e) => Some(e),
+            Failure::Null => None,
+        }
+    }
+}
+
+/// One frame of a [`ChainRecord`], as the program wrote it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RawFrame {
+    /// Index of the function in the selection.
+    pub func: usize,
+    /// Its exit was seen.
+    pub done: bool,
+    /// Its return register.
+    pub ret: u64,
+    /// From entry to exit, nanoseconds.
+    pub duration_ns: u64,
+}
+
+/// Mirrors `struct trace_chain_event`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ChainRecord {
+    pub ts_ns: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    pub failed: usize,
+    pub overflow: u32,
+    pub kstack: Option<u32>,
+    pub ustack: Option<u32>,
+    pub comm: String,
+    /// Outermost first.
+    pub frames: Vec<RawFrame>,
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+impl ChainRecord {
+    /// Decodes a ring buffer record; `None` for a short or inconsistent one.
+    pub fn parse(b: &[u8]) -> Option<Self> {
+        if b.len() < CHAIN_SIZE {
+            return None;
+        }
+        let len = u32_at(b, 16) as usize;
+        let failed = u32_at(b, 20) as usize;
+        if len == 0 || len > MAX_DEPTH || failed >= len {
+            return None;
+        }
+        let id = |v: u32| (v as i32 >= 0).then_some(v);
+        let comm = &b[40..56];
+        let end = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
+        let frames = (0..len)
+            .map(|i| {
+                let at = 56 + i * 24;
+                RawFrame {
+                    func: u32_at(b, at) as usize,
+                    done: u32_at(b, at + 4) != 0,
+                    ret: u64_at(b, at + 8),
+                    duration_ns: u64_at(b, at + 16),
+                }
+            })
+            .collect();
+        Some(Self {
+            ts_ns: u64_at(b, 0),
+            tgid: u32_at(b, 8),
+            tid: u32_at(b, 12),
+            failed,
+            overflow: u32_at(b, 24),
+            kstack: id(u32_at(b, 28)),
+            ustack: id(u32_at(b, 32)),
+            comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
+            frames,
+        })
+    }
+}
+
+/// A chain of traced calls that ended in an error, outermost call first.
+#[derive(Clone, Debug, Serialize)]
+pub struct ErrorChain {
+    /// Always `"error"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// When the outermost call returned, `CLOCK_MONOTONIC` nanoseconds.
+    pub ts_ns: u64,
+    /// The process.
+    pub pid: u32,
+    /// The thread.
+    pub tid: u32,
+    /// The thread's name.
+    pub comm: String,
+    /// The failing call's function (the last of `calls`).
+    pub function: String,
+    /// `ENOENT`, ..., or `NULL`.
+    pub error: String,
+    /// The errno, absent for NULL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<i32>,
+    /// From the outermost traced call to the failing one.
+    pub calls: Vec<ChainCall>,
+    /// Calls nested deeper than the stack keeps, left out of `calls`.
+    pub overflow: u32,
+    /// Kernel frames at the failing return, symbolized (`name+0xoff`).
+    pub kernel_stack: Vec<String>,
+    /// User frames at the failing return, symbolized when the process is
+    /// still there to read.
+    pub user_stack: Vec<String>,
+}
+
+/// One call of an [`ErrorChain`].
+#[derive(Clone, Debug, Serialize)]
+pub struct ChainCall {
+    /// `name`, or `module:name`.
+    pub function: String,
+    /// What it returned; absent when its exit was not seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ret: Option<RetValue>,
+    /// The failure its return value says, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// From entry to return; absent when its exit was not seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+}
+
+/// Turns [`ChainRecord`]s into [`ErrorChain`]s: names, errors, stacks (one
+/// kernel symbol table load for the run, read on the first chain).
+#[derive(Default)]
+pub(crate) struct Resolver {
+    ksyms: Option<Option<KernelSymbolizer>>,
+    usyms: UserSymbolizer,
+}
+
+impl Resolver {
+    /// `None` when the record names a function outside the set.
+    pub fn resolve(
+        &mut self,
+        r: &ChainRecord,
+        funcs: &[Func],
+        obj: &TraceObject,
+    ) -> Option<ErrorChain> {
+        let class = |f: &Func| RetClass::of(f.proto.ret);
+        let mut calls = Vec::with_capacity(r.frames.len());
+        for fr in &r.frames {
+            let f = funcs.get(fr.func)?;
+            let c = class(f);
+            calls.push(ChainCall {
+                function: f.display_name(),
+                ret: fr.done.then(|| c.value(fr.ret)),
+                error: fr
+                    .done
+                    .then(|| c.failure(fr.ret))
+                    .flatten()
+                    .map(Failure::name),
+                duration_ns: fr.done.then_some(fr.duration_ns),
+            });
+        }
+        let failing = r.frames.get(r.failed)?;
+        let f = funcs.get(failing.func)?;
+        let failure = class(f).failure(failing.ret)?;
+        let ksyms = self
+            .ksyms
+            .get_or_insert_with(|| KernelSymbolizer::load().ok());
+        let addrs = |id: Option<u32>| id.map(|i| stack_addrs(obj, i)).unwrap_or_default();
+        let kernel_stack = stack_frames(
+            ksyms.as_ref(),
+            &mut self.usyms,
+            r.tgid,
+            &addrs(r.kstack),
+            &[],
+        );
+        let user = addrs(r.ustack);
+        // stack_frames puts "--" between kernel and user frames: none here.
+        let user_stack = stack_frames(None, &mut self.usyms, r.tgid, &[], &user)
+            .into_iter()
+            .skip(1)
+            .collect();
+        Some(ErrorChain {
+            kind: "error",
+            ts_ns: r.ts_ns,
+            pid: r.tgid,
+            tid: r.tid,
+            comm: r.comm.clone(),
+            function: f.display_name(),
+            error: failure.name(),
+            errno: failure.errno(),
+            calls,
+            overflow: r.overflow,
+            kernel_stack,
+            user_stack,
+        })
+    }
+}
+
+/// The addresses of stack `id` in the `stacks` map (empty when it is gone).
+fn stack_addrs(obj: &TraceObject, id: u32) -> Vec<u64> {
+    let Ok(map) = obj.map("stacks") else {
+        return Vec::new();
+    };
+    match map.lookup(&id.to_ne_bytes(), MapFlags::ANY) {
+        Ok(Some(raw)) => raw
+            .chunks_exact(8)
+            .map(|c| u64_at(c, 0))
+            .take_while(|&a| a != 0)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Chains per error, for the summary.
+#[derive(Clone, Debug, Default)]
+pub struct ErrorTally {
+    by_failure: BTreeMap<Failure, BTreeMap<String, u64>>,
+}
+
+impl ErrorTally {
+    /// Counts one chain by its failing call.
+    pub fn add(&mut self, c: &ErrorChain) {
+        let failure = match c.errno {
+            Some(e) => Failure::Errno(e),
+            None => Failure::Null,
+        };
+        *self
+            .by_failure
+            .entry(failure)
+            .or_default()
+            .entry(c.function.clone())
+            .or_default() += 1;
+    }
+
+    /// Per error, most chains first; per error the failing functions, most
+    /// first (ties by name).
+    pub fn totals(&self) -> Vec<ErrorTotals> {
+        let mut out: Vec<ErrorTotals> = self
+            .by_failure
+            .iter()
+            .map(|(f, by_func)| {
+                let mut functions: Vec<FailingFunction> = by_func
+                    .iter()
+                    .map(|(name, &count)| FailingFunction {
+                        function: name.clone(),
+                        count,
+                    })
+                    .collect();
+                functions.sort_by(|a, b| b.count.cmp(&a.count).then(a.function.cmp(&b.function)));
+                ErrorTotals {
+                    error: f.name(),
+                    errno: f.errno(),
+                    count: by_func.values().sum(),
+                    functions,
+                }
+            })
+            .collect();
+        out.sort_by_key(|t| std::cmp::Reverse(t.count));
+        out
+    }
+}
+
+/// Chains that ended in one error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ErrorTotals {
+    /// `ENOENT`, ..., or `NULL`.
+    pub error: String,
+    /// The errno, absent for NULL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<i32>,
+    /// Chains reported.
+    pub count: u64,
+    /// The failing calls' functions, most chains first.
+    pub functions: Vec<FailingFunction>,
+}
+
+/// A function whose failure started chains.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FailingFunction {
+    /// `name`, or `module:name`.
+    pub function: String,
+    /// Chains it started.
+    pub count: u64,
+}
+
+/// The symbolic name of a Linux errno (x86-64 numbering, the kernel's
+/// internal ones too), `None` for a number without one.
+pub fn errno_name(e: i32) -> Option<&'static str> {
+    const NAMES: [&str; 134] = [
+        "",
+        "EPERM",
+        "ENOENT",
+        "ESRCH",
+        "EINTR",
+        "EIO",
+        "ENXIO",
+        "E2BIG",
+        "ENOEXEC",
+        "EBADF",
+        "ECHILD",
+        "EAGAIN",
+        "ENOMEM",
+        "EACCES",
+        "EFAULT",
+        "ENOTBLK",
+        "EBUSY",
+        "EEXIST",
+        "EXDEV",
+        "ENODEV",
+        "ENOTDIR",
+        "EISDIR",
+        "EINVAL",
+        "ENFILE",
+        "EMFILE",
+        "ENOTTY",
+        "ETXTBSY",
+        "EFBIG",
+        "ENOSPC",
+        "ESPIPE",
+        "EROFS",
+        "EMLINK",
+        "EPIPE",
+        "EDOM",
+        "ERANGE",
+        "EDEADLK",
+        "ENAMETOOLONG",
+        "ENOLCK",
+        "ENOSYS",
+        "ENOTEMPTY",
+        "ELOOP",
+        "",
+        "ENOMSG",
+        "EIDRM",
+        "ECHRNG",
+        "EL2NSYNC",
+        "EL3HLT",
+        "EL3RST",
+        "ELNRNG",
+        "EUNATCH",
+        "ENOCSI",
+        "EL2HLT",
+        "EBADE",
+        "EBADR",
+        "EXFULL",
+        "ENOANO",
+        "EBADRQC",
+        "EBADSLT",
+        "",
+        "EBFONT",
+        "ENOSTR",
+        "ENODATA",
+        "ETIME",
+        "ENOSR",
+        "ENONET",
+        "ENOPKG",
+        "EREMOTE",
+        "ENOLINK",
+        "EADV",
+        "ESRMNT",
+        "ECOMM",
+        "EPROTO",
+        "EMULTIHOP",
+        "EDOTDOT",
+        "EBADMSG",
+        "EOVERFLOW",
+        "ENOTUNIQ",
+        "EBADFD",
+        "EREMCHG",
+        "ELIBACC",
+        "ELIBBAD",
+        "ELIBSCN",
+        "ELIBMAX",
+        "ELIBEXEC",
+        "EILSEQ",
+        "ERESTART",
+        "ESTRPIPE",
+        "EUSERS",
+        "ENOTSOCK",
+        "EDESTADDRREQ",
+        "EMSGSIZE",
+        "EPROTOTYPE",
+        "ENOPROTOOPT",
+        "EPROTONOSUPPORT",
+        "ESOCKTNOSUPPORT",
+        "EOPNOTSUPP",
+        "EPFNOSUPPORT",
+        "EAFNOSUPPORT",
+        "EADDRINUSE",
+        "EADDRNOTAVAIL",
+        "ENETDOWN",
+        "ENETUNREACH",
+        "ENETRESET",
+        "ECONNABORTED",
+        "ECONNRESET",
+        "ENOBUFS",
+        "EISCONN",
+        "ENOTCONN",
+        "ESHUTDOWN",
+        "ETOOMANYREFS",
+        "ETIMEDOUT",
+        "ECONNREFUSED",
+        "EHOSTDOWN",
+        "EHOSTUNREACH",
+        "EALREADY",
+        "EINPROGRESS",
+        "ESTALE",
+        "EUCLEAN",
+        "ENOTNAM",
+        "ENAVAIL",
+        "EISNAM",
+        "EREMOTEIO",
+        "EDQUOT",
+        "ENOMEDIUM",
+        "EMEDIUMTYPE",
+        "ECANCELED",
+        "ENOKEY",
+        "EKEYEXPIRED",
+        "EKEYREVOKED",
+        "EKEYREJECTED",
+        "EOWNERDEAD",
+        "ENOTRECOVERABLE",
+        "ERFKILL",
+        "EHWPOISON",
+    ];
+    // The kernel's own, never seen by user space (include/linux/errno.h).
+    const INTERNAL: [(i32, &str); 17] = [
+        (512, "ERESTARTSYS"),
+        (513, "ERESTARTNOINTR"),
+        (514, "ERESTARTNOHAND"),
+        (515, "ENOIOCTLCMD"),
+        (516, "ERESTART_RESTARTBLOCK"),
+        (517, "EPROBE_DEFER"),
+        (518, "EOPENSTALE"),
+        (519, "ENOPARAM"),
+        (521, "EBADHANDLE"),
+        (522, "ENOTSYNC"),
+        (523, "EBADCOOKIE"),
+        (524, "ENOTSUPP"),
+        (525, "ETOOSMALL"),
+        (526, "ESERVERFAULT"),
+        (527, "EBADTYPE"),
+        (528, "EJUKEBOX"),
+        (529, "EIOCBQUEUED"),
+    ];
+    usize::try_from(e)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .copied()
+        .filter(|n| !n.is_empty())
+        .or_else(|| INTERNAL.iter().find(|(n, _)| *n == e).map(|(_, s)| *s))
+}
+
+/// The errno of a symbolic name (`ENOMEM`, `enomem`), the inverse of
+/// [`errno_name`].
+pub fn errno_by_name(name: &str) -> Option<i32> {
+    let upper = name.to_ascii_uppercase();
+    (1..=529).find(|&e| errno_name(e) == Some(upper.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_names_follow_the_kernel_numbering() {
+        assert_eq!(errno_name(2), Some("ENOENT"));
+        assert_eq!(errno_name(22), Some("EINVAL"));
+        assert_eq!(errno_name(40), Some("ELOOP"));
+        assert_eq!(errno_name(41), None);
+        assert_eq!(errno_name(42), Some("ENOMSG"));
+        assert_eq!(errno_name(95), Some("EOPNOTSUPP"));
+        assert_eq!(errno_name(110), Some("ETIMEDOUT"));
+        assert_eq!(errno_name(133), Some("EHWPOISON"));
+        assert_eq!(errno_name(512), Some("ERESTARTSYS"));
+        assert_eq!(errno_name(524), Some("ENOTSUPP"));
+        assert_eq!(
+            (errno_name(0), errno_name(-1), errno_name(600)),
+            (None, None, None)
+        );
+        assert_eq!(Failure::Errno(300).name(), "E300");
+        assert_eq!(errno_by_name("ENOMEM"), Some(12));
+        assert_eq!(errno_by_name("eperm"), Some(1));
+        assert_eq!(errno_by_name("ERESTARTSYS"), Some(512));
+        assert_eq!((errno_by_name("ENOPE"), errno_by_name("")), (None, None));
+    }
+
+    #[test]
+    fn failures_follow_the_return_type() {
+        let int = RetClass::of(ValueKind::Signed(32));
+        // A 32-bit int in a 64-bit register: the upper half is not the sign.
+        assert_eq!(int.failure(0x0000_0000_ffff_fffe), Some(Failure::Errno(2)));
+        assert_eq!(int.value(0x1234_5678_ffff_fffe), RetValue::Signed(-2));
+        assert_eq!(int.failure(0), None);
+        assert_eq!(int.failure(-5000i64 as u64), None);
+        let long = RetClass::of(ValueKind::Signed(64));
+        assert_eq!(long.failure(-12i64 as u64), Some(Failure::Errno(12)));
+        assert_eq!(long.failure(0x0000_0000_ffff_fffe), None);
+        let ptr = RetClass::of(ValueKind::Pointer);
+        assert_eq!(ptr.failure(0), Some(Failure::Null));
+        assert_eq!(ptr.failure(-2i64 as u64), Some(Failure::Errno(2)));
+        assert_eq!(ptr.value(-2i64 as u64), RetValue::Signed(-2));
+        assert_eq!(ptr.failure(0xffff_8880_0000_1000), None);
+        for k in [ValueKind::Void, ValueKind::Unsigned(32), ValueKind::Bool] {
+            assert_eq!(RetClass::of(k), RetClass::None);
+            assert_eq!(RetClass::of(k).failure(-2i64 as u64), None);
+            assert_eq!(RetClass::of(k).cookie_bits(), 0);
+        }
+        assert_eq!(RetClass::Ptr.cookie_bits(), 3 << 33);
+    }
+
+    fn record_bytes(len: u32, failed: u32) -> Vec<u8> {
+        let mut b = vec![0u8; CHAIN_SIZE];
+        b[0..8].copy_from_slice(&77u64.to_ne_bytes());
+        b[8..12].copy_from_slice(&100u32.to_ne_bytes());
+        b[12..16].copy_from_slice(&101u32.to_ne_bytes());
+        b[16..20].copy_from_slice(&len.to_ne_bytes());
+        b[20..24].copy_from_slice(&failed.to_ne_bytes());
+        b[24..28].copy_from_slice(&3u32.to_ne_bytes());
+        b[28..32].copy_from_slice(&5i32.to_ne_bytes());
+        b[32..36].copy_from_slice(&(-14i32).to_ne_bytes());
+        b[40..45].copy_from_slice(b"cat\0\0");
+        for i in 0..(len as usize).min(MAX_DEPTH) {
+            let at = 56 + i * 24;
+            b[at..at + 4].copy_from_slice(&(i as u32 + 10).to_ne_bytes());
+            b[at + 4..at + 8].copy_from_slice(&1u32.to_ne_bytes());
+            b[at + 8..at + 16].copy_from_slice(&(-2i64 as u64).to_ne_bytes());
+            b[at + 16..at + 24].copy_from_slice(&(1000 - i as u64).to_ne_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn parses_a_chain_record() {
+        let r = ChainRecord::parse(&record_bytes(3, 2)).unwrap();
+        assert_eq!((r.ts_ns, r.tgid, r.tid), (77, 100, 101));
+        assert_eq!((r.failed, r.overflow), (2, 3));
+        assert_eq!((r.kstack, r.ustack), (Some(5), None));
+        assert_eq!(r.comm, "cat");
+        assert_eq!(r.frames.len(), 3);
+        assert_eq!(
+            r.frames[2],
+            RawFrame {
+                func: 12,
+                done: true,
+                ret: -2i64 as u64,
+                duration_ns: 998
+            }
+        );
+        assert!(ChainRecord::parse(&record_bytes(3, 2)[..100]).is_none());
+        assert!(ChainRecord::parse(&record_bytes(0, 0)).is_none());
+        assert!(ChainRecord::parse(&record_bytes(2, 2)).is_none());
+        assert!(ChainRecord::parse(&record_bytes(33, 0)).is_none());
+    }
+
+    fn chain(function: &str, errno: Option<i32>) -> ErrorChain {
+        ErrorChain {
+            kind: "error",
+            ts_ns: 0,
+            pid: 1,
+            tid: 1,
+            comm: "t".into(),
+            function: function.into(),
+            error: String::new(),
+            errno,
+            calls: vec![],
+            overflow: 0,
+            kernel_stack: vec![],
+            user_stack: vec![],
+        }
+    }
+
+    #[test]
+    fn tally_counts_per_error_then_function() {
+        let mut t = ErrorTally::default();
+        for (f, e) in [
+            ("path_openat", Some(2)),
+            ("path_openat", Some(2)),
+            ("lookup", Some(2)),
+            ("kmalloc", None),
+            ("vfs_read", Some(22)),
+            ("vfs_write", Some(22)),
+            ("vfs_write", Some(22)),
+            ("vfs_read", Some(22)),
+        ] {
+            t.add(&chain(f, e));
+        }
+        let v = serde_json::to_value(t.totals()).unwrap();
+        assert_eq!(
+            v.to_string(),
+            r#"[{"count":4,"errno":22,"error":"EINVAL","functions":[{"count":2,"function":"vfs_read"},{"count":2,"function":"vfs_write"}]},{"count":3,"errno":2,"error":"ENOENT","functions":[{"count":2,"function":"path_openat"},{"count":1,"function":"lookup"}]},{"count":1,"error":"NULL","functions":[{"count":1,"function":"kmalloc"}]}]"#
+        );
+    }
+}
