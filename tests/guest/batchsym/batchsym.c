@@ -244,13 +244,19 @@ static const char missing_name[] = "bpfmux_batchsym_no_such_function";
 
 int main(int argc, char **argv)
 {
-	static const size_t sizes[] = { 1, 2, 10, 50, 500 };
+	/*
+	 * The last size is set below: a batch above the kernel's crossover to one pass over
+	 * all symbols (our kernel resolves fewer than symbols / 64 names one by one), which
+	 * looks each symbol up in a hash of the names and bounds its site by the next symbol.
+	 */
+	size_t sizes[] = { 1, 2, 10, 50, 500, 0 };
+	const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
 	int required[NC_COUNT] = {};
 	char obj_path[4096];
 	struct bpf_object *obj;
 	struct bpf_program *prog;
-	const char **batch = xcalloc(512, sizeof(*batch));
-	size_t offset = 0;
+	const char **batch;
+	size_t offset = 0, big;
 	int err;
 
 	for (int i = 1; i < argc; i++) {
@@ -283,8 +289,14 @@ int main(int argc, char **argv)
 			       classes[c].cnt ? "" : ": this kind is not tested here");
 		shuffle(&classes[c], 0x62617463680aUL + c);
 	}
-	if (classes[NC_UNIQUE].cnt < 500 || !classes[NC_UNTRACEABLE].cnt)
+	big = model.cnt / 64 + 1000;
+	big = big < 5000 ? 5000 : big;
+	check(classes[NC_UNIQUE].cnt >= big, "%zu unique names for a batch of %zu (symbols / 64 "
+	      "+ 1000, at least 5000)", classes[NC_UNIQUE].cnt, big);
+	if (classes[NC_UNIQUE].cnt < big || !classes[NC_UNTRACEABLE].cnt)
 		return 1;
+	sizes[nsizes - 1] = big;
+	batch = xcalloc(big, sizeof(*batch));
 
 	snprintf(obj_path, sizeof(obj_path), "%s.bpf.o", argv[0]);
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
@@ -307,7 +319,7 @@ int main(int argc, char **argv)
 	}
 
 	/* Batches of every size, mixing the special kinds in. */
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++, offset += 7) {
+	for (size_t s = 0; s < nsizes; s++, offset += 7) {
 		size_t n = make_batch(batch, sizes[s], offset);
 		char what[64];
 
@@ -324,7 +336,7 @@ int main(int argc, char **argv)
 	}
 
 	/* A missing name fails the whole request, at every size. */
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++, offset += 7) {
+	for (size_t s = 0; s < nsizes; s++, offset += 7) {
 		size_t n = make_batch(batch, sizes[s], offset);
 		char what[64];
 
@@ -349,6 +361,9 @@ int main(int argc, char **argv)
 	make_batch(batch, 500, offset);
 	batch[499] = batch[0];
 	expect_same("a repeated name in a batch of 500", batch, 500);
+	make_batch(batch, big, offset);
+	batch[big - 1] = batch[big / 3];
+	expect_same("a repeated name in a batch above the crossover", batch, big);
 
 	bpf_object__close(obj);
 	free(batch);
