@@ -26,6 +26,20 @@ int driver(void *ctx)
 }
 
 /*
+ * --long-runs: the driver making BATCH × BATCH calls per test run. Each run also goes
+ * through the bpf() syscall, whose kernel functions an -all row traces too: one run per
+ * 100 calls puts those hooks into every call's time, one per 10,000 calls (almost) not.
+ */
+SEC("?raw_tp")
+int driver_long(void *ctx)
+{
+	for (int i = 0; i < BATCH; i++)
+		for (int j = 0; j < BATCH; j++)
+			bpf_modify_return_test_tp(0);
+	return 0;
+}
+
+/*
  * --insn: drivers making INSN_CALLS and 2 × INSN_CALLS calls. Windows around one run of
  * each differ only in INSN_CALLS target calls: the syscall path (and the hooks an -all
  * row puts on the functions along it) cancels. Fewer calls than BATCH keep the windows

@@ -40,6 +40,7 @@
 #include "lib/insn.h"
 
 #define BATCH 100		/* target calls per driver run, as in trigger.bpf.h */
+#define BATCH_LONG (BATCH * BATCH)	/* --long-runs: driver_long's */
 #define INSN_CALLS 25		/* --insn: calls per counted run (and twice), as there */
 #define NR_SLOTS 64
 #define MAX_SAMPLES 256
@@ -129,7 +130,8 @@ static struct {
 	char dir[4096];		/* where the .bpf.o files are */
 	int insn, insn_windows, insn_repeats;
 	const char *profile;
-} opt = { 1.0, 3, 1, 3, 12, .insn_windows = 15, .insn_repeats = 3 };
+	int batch;		/* target calls per driver run: BATCH, or BATCH_LONG */
+} opt = { 1.0, 3, 1, 3, 12, .insn_windows = 15, .insn_repeats = 3, .batch = BATCH };
 
 static unsigned long target_addr;
 static __u32 target_id;
@@ -347,7 +349,8 @@ static int attach_row(struct row *r, struct loaded *l)
 
 static int load_row(struct row *r, struct loaded *l)
 {
-	const char *main_progs[] = { "driver", NULL, NULL, NULL, NULL };
+	const char *main_progs[] = { opt.batch == BATCH ? "driver" : "driver_long", NULL, NULL,
+				     NULL, NULL };
 	const char *sess_progs[] = { r->prog, NULL };
 	int err, n = 1;
 
@@ -415,7 +418,7 @@ static int load_row(struct row *r, struct loaded *l)
 	return attach_row(r, l);
 }
 
-/* Exactly BATCH counts per driver run, or the row measures something else. */
+/* Exactly opt.batch counts per driver run, or the row measures something else. */
 static int verify_row(struct row *r, struct loaded *l)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, topts);
@@ -433,10 +436,10 @@ static int verify_row(struct row *r, struct loaded *l)
 		}
 	}
 	got = sum_hits(l->hits) - before;
-	if (got != (__u64)runs * BATCH) {
+	if (got != (__u64)runs * opt.batch) {
 		snprintf(r->status, sizeof(r->status),
 			 "error: counted %llu of %d target calls before timing",
-			 (unsigned long long)got, runs * BATCH);
+			 (unsigned long long)got, runs * opt.batch);
 		return -1;
 	}
 	return 0;
@@ -750,7 +753,7 @@ static int write_json(const char *path, const struct row *running)
 	json_str(f, u.release);
 	fprintf(f, ", \"target\": \"%s\", \"batch\": %d, \"duration_s\": %g, \"samples\": %d, "
 		"\"warmup\": %d, \"rounds\": %d, \"cpus\": %ld, \"mode\": \"%s\", "
-		"\"insn_windows\": %d, \"insn_repeats\": %d,\n \"rows\": [\n", TARGET, BATCH,
+		"\"insn_windows\": %d, \"insn_repeats\": %d,\n \"rows\": [\n", TARGET, opt.batch,
 		opt.duration, opt.samples, opt.warmup, opt.rounds, sysconf(_SC_NPROCESSORS_ONLN),
 		opt.insn ? "insn" : "time", opt.insn_windows, opt.insn_repeats);
 	for (size_t i = 0, first = 1; i < NR_ROWS; i++) {
@@ -828,6 +831,8 @@ static void usage(const char *argv0)
 		"  --warmup N     samples dropped at the start of each measurement (default 1)\n"
 		"  --rounds N     measure every row N times, interleaved (default 3)\n"
 		"  --quick        --duration 0.2 --samples 2 --warmup 1 --rounds 1\n"
+		"  --long-runs    driver runs make 10,000 calls, not 100: the bpf() syscall of each\n"
+		"                 run, whose functions -all rows trace too, is then 1/100 as dear\n"
 		"  --max-args N   -all rows: functions with up to N arguments (default 12)\n"
 		"  --json FILE    also write the results as JSON\n"
 		"  --insn         count instructions per call instead of timing (needs `vm/run --insn`)\n"
@@ -838,8 +843,9 @@ static void usage(const char *argv0)
 		"examples:\n"
 		"  %s --quick fentry fentry.multi/global\n"
 		"  %s --json /tmp/trigger.json\n"
-		"  vm/run --insn -- %s --insn --profile /tmp/prof.md fentry fentry.multi\n",
-		argv0, argv0, argv0, argv0);
+		"  vm/run --insn -- %s --insn --profile /tmp/prof.md fentry fentry.multi\n"
+		"  %s --long-runs --rounds 5 fentry.multi/global fentry.multi-all/global\n",
+		argv0, argv0, argv0, argv0, argv0);
 }
 
 int main(int argc, char **argv)
@@ -856,6 +862,8 @@ int main(int argc, char **argv)
 			opt.samples = 2;
 			opt.warmup = 1;
 			opt.rounds = 1;
+		} else if (!strcmp(a, "--long-runs")) {
+			opt.batch = BATCH_LONG;
 		} else if (!strcmp(a, "--duration") && v) {
 			opt.duration = atof(v), i++;
 		} else if (!strcmp(a, "--samples") && v) {
@@ -939,7 +947,7 @@ int main(int argc, char **argv)
 		       opt.insn_repeats, opt.insn_windows, INSN_CALLS, 2 * INSN_CALLS);
 	else
 		printf("trigger: target %s at %#lx, %d calls per driver run, %d round(s) of %d × "
-		       "%.2f s samples (+%d warm-up)\n", TARGET, target_addr, BATCH, opt.rounds,
+		       "%.2f s samples (+%d warm-up)\n", TARGET, target_addr, opt.batch, opt.rounds,
 		       opt.samples, opt.duration, opt.warmup);
 	fflush(stdout);
 	if (opt.insn) {
