@@ -30,8 +30,9 @@
  * --insn (under `vm/run --insn --smp 1`): the guest instructions of each multi-link's
  * attach and detach, counted by the QEMU plugin around the one syscall and folded to
  * kernel symbols; with one vCPU the window holds everything the kernel did meanwhile
- * (kworkers, RCU callbacks, interrupts). Then the global engine's profile is printed
- * next to kprobe.multi's for each count both have: where the two attaches differ.
+ * (kworkers, RCU callbacks, interrupts). Then each row's attach profile on its own
+ * (where its instructions go), and the global engine's next to kprobe.multi's for each
+ * count both have: where the two attaches and detaches differ.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -520,6 +521,19 @@ static void print_result(const struct result *r)
 /* --insn: global next to kprobe.multi, per count both attached, attach then detach. */
 static void print_insn_profiles(void)
 {
+	const struct insn_prof none = { NULL, 0 };
+
+	/* First each multi-link row on its own: where its instructions go, largest first. */
+	for (int i = 0; i < nresults; i++) {
+		const struct result *r = &results[i];
+
+		if (!r->got || !r->prof_attach.n)
+			continue;
+		printf("\n### %s, attach of %zu functions, guest instructions by symbol\n\n",
+		       engine_name[r->engine], r->got);
+		insn_prof_print(stdout, &r->prof_attach, 1, engine_name[r->engine], &none, 1,
+				"-", 30);
+	}
 	for (int i = 0; i < nresults; i++) {
 		const struct result *g = &results[i], *k = NULL;
 
