@@ -254,18 +254,13 @@ static void expect_same(const char *what, const char **names, size_t cnt)
 /*
  * A batch of @n names: about a fifth drawn in turn from the special kinds the kernel
  * has, the rest unique functions, each list entered at @offset so batches differ.
- * The batch above the crossover takes the vmlinux kinds only (dup, dup-skip): it is
- * there for the pass over vmlinux, and would otherwise take every module name the
- * kernel has. (Both stock kernels refuse 9pnet_virtio's p9_virtio_cleanup, an __exit
- * function the model counts as traceable: not understood yet. The smaller batches, with
- * a few module names each, have not drawn it.)
  */
-static size_t make_batch(const char **out, size_t n, size_t offset, int vmlinux_only)
+static size_t make_batch(const char **out, size_t n, size_t offset)
 {
 	static const enum name_class special[] = {
 		NC_DUP, NC_DUP_SKIP, NC_MODULE, NC_MODULE_SHADOW, NC_MODULE_VMLINUX,
 	};
-	const size_t nspecial = vmlinux_only ? 2 : sizeof(special) / sizeof(special[0]);
+	const size_t nspecial = sizeof(special) / sizeof(special[0]);
 	size_t k = 0, taken[sizeof(special) / sizeof(special[0])] = {};
 	size_t want_special = n >= 2 ? (n + 4) / 5 : 0;
 
@@ -361,7 +356,7 @@ int main(int argc, char **argv)
 
 	/* Batches of every size, mixing the special kinds in. */
 	for (size_t s = 0; s < nsizes; s++, offset += 7) {
-		size_t n = make_batch(batch, sizes[s], offset, sizes[s] == big);
+		size_t n = make_batch(batch, sizes[s], offset);
 		char what[64];
 
 		snprintf(what, sizeof(what), "batch of %zu", sizes[s]);
@@ -378,7 +373,7 @@ int main(int argc, char **argv)
 
 	/* A missing name fails the whole request, at every size. */
 	for (size_t s = 0; s < nsizes; s++, offset += 7) {
-		size_t n = make_batch(batch, sizes[s], offset, sizes[s] == big);
+		size_t n = make_batch(batch, sizes[s], offset);
 		char what[64];
 
 		batch[n / 2] = missing_name;
@@ -389,20 +384,20 @@ int main(int argc, char **argv)
 	/* A name kallsyms knows but ftrace cannot trace fails it too. */
 	batch[0] = classes[NC_UNTRACEABLE].v[0];
 	expect_same("untraceable name alone", batch, 1);
-	make_batch(batch, 10, offset, 0);
+	make_batch(batch, 10, offset);
 	batch[3] = classes[NC_UNTRACEABLE].v[0];
 	expect_same("untraceable name in a batch of 10", batch, 10);
 
 	/* A name requested twice fails the request (the linear scan fills one slot). */
 	batch[0] = batch[1] = classes[NC_UNIQUE].v[0];
 	expect_same("the same name twice", batch, 2);
-	make_batch(batch, 10, offset, 0);
+	make_batch(batch, 10, offset);
 	batch[9] = batch[2];
 	expect_same("a repeated name in a batch of 10", batch, 10);
-	make_batch(batch, 500, offset, 0);
+	make_batch(batch, 500, offset);
 	batch[499] = batch[0];
 	expect_same("a repeated name in a batch of 500", batch, 500);
-	make_batch(batch, big, offset, 1);
+	make_batch(batch, big, offset);
 	batch[big - 1] = batch[big / 3];
 	expect_same("a repeated name in a batch above the crossover", batch, big);
 

@@ -7,8 +7,10 @@
  *  - vmlinux symbols are searched before module symbols, each in /proc/kallsyms order
  *    (vmlinux by address, modules in list order, then symbol-table order);
  *  - a symbol counts only if ftrace_location() accepts its address, i.e. it is code and an
- *    ftrace record lies between it and the next higher symbol of the same image (data
- *    symbols never count: the kernel bounds their extent by their own memory region);
+ *    ftrace record of its own image lies between it and the next higher symbol of that
+ *    image (data symbols never count: the kernel bounds their extent by their own memory
+ *    region; for the same reason a module's last function, e.g. its __exit function, does
+ *    not take a record of the module loaded above it);
  *  - the first symbol of a name that counts wins;
  *  - the lookup fails (ESRCH) if a name resolves to nothing or is requested twice.
  *
@@ -38,6 +40,7 @@ struct ksym_model {
 	size_t cnt;
 	struct ksym **by_name;	/* by name, then /proc/kallsyms order */
 	unsigned long *ips;	/* ftrace records, sorted */
+	char **ip_mods;		/* the module of each record, NULL for vmlinux */
 	size_t nips;
 	char **blacklist;	/* the kprobe blacklist, sorted: never attached to */
 	size_t nblacklist;
@@ -125,42 +128,80 @@ nomem:
 	return -ENOMEM;
 }
 
+struct ksym_rec {
+	unsigned long ip;
+	char *mod;
+};
+
+static inline int ksym_cmp_rec(const void *a, const void *b)
+{
+	const struct ksym_rec *x = a, *y = b;
+
+	return x->ip < y->ip ? -1 : x->ip > y->ip;
+}
+
+/* Lines "ADDRESS NAME" or "ADDRESS NAME [MODULE]", kept sorted by address. */
 static inline int ksym_read_ftrace_records(struct ksym_model *m)
 {
 	static const char path[] = "/sys/kernel/tracing/available_filter_functions_addrs";
+	struct ksym_rec *recs = NULL;
 	char line[1024];
-	size_t cap = 0;
+	size_t cap = 0, n = 0;
 	FILE *f = fopen(path, "r");
+	int err = 0;
 
 	if (!f) {
 		perror(path);
 		return -errno;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	while (!err && fgets(line, sizeof(line), f)) {
+		char mod[256] = "";
 		unsigned long ip;
 
-		if (sscanf(line, "%lx", &ip) != 1)
+		if (sscanf(line, "%lx %*s [%255[^]]]", &ip, mod) < 1)
 			continue;
-		if (m->nips == cap) {
-			unsigned long *v;
+		if (n == cap) {
+			struct ksym_rec *v;
 
 			cap = cap ? cap * 2 : 65536;
-			v = realloc(m->ips, cap * sizeof(*v));
+			v = realloc(recs, cap * sizeof(*v));
 			if (!v) {
-				fclose(f);
-				return -ENOMEM;
+				err = -ENOMEM;
+				break;
 			}
-			m->ips = v;
+			recs = v;
 		}
-		m->ips[m->nips++] = ip;
+		recs[n].ip = ip;
+		recs[n].mod = mod[0] ? strdup(mod) : NULL;
+		if (mod[0] && !recs[n].mod)
+			err = -ENOMEM;
+		n++;
 	}
 	fclose(f);
-	qsort(m->ips, m->nips, sizeof(*m->ips), ksym_cmp_ulong);
-	return 0;
+	if (!err) {
+		qsort(recs, n, sizeof(*recs), ksym_cmp_rec);
+		m->ips = malloc((n ? n : 1) * sizeof(*m->ips));
+		m->ip_mods = malloc((n ? n : 1) * sizeof(*m->ip_mods));
+		if (!m->ips || !m->ip_mods)
+			err = -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (err) {
+			free(recs[i].mod);
+			continue;
+		}
+		m->ips[i] = recs[i].ip;
+		m->ip_mods[i] = recs[i].mod;
+	}
+	if (!err)
+		m->nips = n;
+	free(recs);
+	return err;
 }
 
-/* Is there an ftrace record in [lo, hi)? */
-static inline int ksym_has_record(const struct ksym_model *m, unsigned long lo, unsigned long hi)
+/* Is there an ftrace record of image @mod (NULL: vmlinux) in [lo, hi)? */
+static inline int ksym_has_record(const struct ksym_model *m, unsigned long lo, unsigned long hi,
+				  const char *mod)
 {
 	size_t l = 0, h = m->nips;
 
@@ -172,7 +213,8 @@ static inline int ksym_has_record(const struct ksym_model *m, unsigned long lo, 
 		else
 			h = mid;
 	}
-	return l < m->nips && m->ips[l] < hi;
+	return l < m->nips && m->ips[l] < hi &&
+	       !strcmp(m->ip_mods[l] ? m->ip_mods[l] : "", mod ? mod : "");
 }
 
 static inline int ksym_cmp_str(const void *a, const void *b)
@@ -237,6 +279,9 @@ static inline void ksym_model_free(struct ksym_model *m)
 	}
 	free(m->syms);
 	free(m->by_name);
+	for (size_t i = 0; i < m->nips; i++)
+		free(m->ip_mods[i]);
+	free(m->ip_mods);
 	free(m->ips);
 	memset(m, 0, sizeof(*m));
 }
@@ -274,7 +319,7 @@ static inline int ksym_model_load(struct ksym_model *m)
 		s->end = j < m->cnt && !strcmp(s->mod ? s->mod : "", by_addr[j]->mod ? by_addr[j]->mod : "")
 			? by_addr[j]->addr : ~0UL;
 		s->traceable = s->addr && strchr("tTwW", s->type) &&
-			       ksym_has_record(m, s->addr, s->end);
+			       ksym_has_record(m, s->addr, s->end, s->mod);
 	}
 	free(by_addr);
 	qsort(m->by_name, m->cnt, sizeof(*m->by_name), ksym_cmp_name_order);
