@@ -917,6 +917,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trigger: bad --duration/--samples/--warmup/--rounds\n");
 		return 2;
 	}
+	if (opt.insn && opt.batch != BATCH) {
+		fprintf(stderr, "trigger: --long-runs times the rows; --insn counts %d and %d calls "
+			"per run and cancels the syscall anyway\n", INSN_CALLS, 2 * INSN_CALLS);
+		return 2;
+	}
 	if (opt.insn_windows < 1 || opt.insn_repeats < 1 || opt.insn_repeats > MAX_REPEATS ||
 	    (opt.profile && !opt.insn)) {
 		fprintf(stderr, "trigger: bad --insn-windows/--insn-repeats (1-%d), or --profile "
