@@ -5,10 +5,11 @@
  *
  *   gexit fexit N      fexit sees the exact return value of every call
  *   gexit fmodret N    fmod_ret.multi makes getpgid/getpriority fail with EPERM for this
- *                      process only, then return a value above 2^32 (kept in full by the
- *                      per-function backend, cut to 32 bits by the global one) and -EINVAL,
- *                      and the override can be lifted: alone, then with fexit.multi,
- *                      which sees each value; the same with the per-function backend
+ *                      process only, then return a value above 2^32, one whose low 32
+ *                      bits are 0 (still non-zero: the call is skipped) and -EINVAL, each
+ *                      in full, and the override can be lifted: alone, then with
+ *                      fexit.multi, which sees each value; the same with the per-function
+ *                      backend
  *   gexit mmap         fexit on do_mmap (9 arguments, 3 on the stack): the call works and
  *                      fexit sees every argument and the returned address; with a plain
  *                      fentry on do_mmap too (both orders), which the origin call enters
@@ -152,22 +153,23 @@ static void test_fexit(long n)
 	bpf_object__close(obj);
 }
 
-/* A value above 2^32: an fmod_ret program's whole R0 becomes the return value. */
+/*
+ * Values above 2^32: an fmod_ret program's whole R0 becomes the return value, and
+ * any non-zero R0 skips the function, also one whose low 32 bits are 0.
+ */
 #define BIG_RET 0x100000005LL
+#define HIGH_RET 0x200000000LL
 
 /*
  * getpgid under an fmod_ret.multi override: fails with EPERM @n times, returns
- * BIG_RET, then a 64-bit negative errno, then normally again once the override is
- * lifted. @x, when not NULL, is an fexit.multi program on the same functions, which
- * must see each of these values. The global backend keeps 32 bits of a program's
- * value, sign-extended (a known issue, kernel/README.md): with @global, BIG_RET must
- * come back as its low 32 bits, so that a fix shows here.
+ * BIG_RET and HIGH_RET, then a 64-bit negative errno, then normally again once the
+ * override is lifted. @x, when not NULL, is an fexit.multi program on the same
+ * functions, which must see each of these values. Both backends keep all 64 bits.
  */
 static void fmodret_values(struct bpf_object *mobj, struct bpf_object *xobj, long n,
-			   long normal, int global, const char *what)
+			   long normal, const char *what)
 {
-	long long big = global ? (long long)(int)BIG_RET : BIG_RET;
-
+	static const long long big[] = { BIG_RET, HIGH_RET };
 	unsigned long pgid = ksym_addr("__x64_sys_getpgid");
 	__u64 before = counter_hits(mobj, pgid);
 	long fails = 0, r;
@@ -188,14 +190,16 @@ static void fmodret_values(struct bpf_object *mobj, struct bpf_object *xobj, lon
 	check(syscall(SYS_getpriority, 0, 0) == -1 && errno == EPERM,
 	      "%s: getpriority fails with EPERM too", what);
 
-	set_cfg(mobj, 3, BIG_RET);
-	r = syscall(SYS_getpgid, 0);
-	check(r == big, "%s: fmod_ret returned %#llx, the caller got %#lx (want %#llx%s)",
-	      what, BIG_RET, r, big, global ? ": 32 bits on this backend, a known issue" : "");
-	if (xobj)
-		check((long long)map_u64(xobj, "rets", pgid) == big,
-		      "%s: fexit saw %#llx (want %#llx)", what,
-		      (unsigned long long)map_u64(xobj, "rets", pgid), big);
+	for (int i = 0; i < 2; i++) {
+		set_cfg(mobj, 3, big[i]);
+		r = syscall(SYS_getpgid, 0);
+		check(r == big[i], "%s: fmod_ret returned %#llx, the caller got %#lx",
+		      what, big[i], r);
+		if (xobj)
+			check((long long)map_u64(xobj, "rets", pgid) == big[i],
+			      "%s: fexit saw %#llx (want %#llx)", what,
+			      (unsigned long long)map_u64(xobj, "rets", pgid), big[i]);
+	}
 	set_cfg(mobj, 3, (__u64)-EINVAL);
 	errno = 0;
 	r = syscall(SYS_getpgid, 0);
@@ -234,12 +238,12 @@ static void fmodret_backend(long n, int global)
 	if (!m)
 		goto out;
 	snprintf(alone, sizeof(alone), "%s, fmod_ret alone", what);
-	fmodret_values(mobj, NULL, n, normal, global, alone);
+	fmodret_values(mobj, NULL, n, normal, alone);
 	x = attach_ids(xprog, syscalls, global);
 	check(x != NULL, "%s: fexit.multi link next to it (%s)", what,
 	      x ? "ok" : strerror(errno));
 	if (x)
-		fmodret_values(mobj, xobj, n, normal, global, what);
+		fmodret_values(mobj, xobj, n, normal, what);
 	bpf_link__destroy(m);
 	bpf_link__destroy(x);
 	errno = 0;
