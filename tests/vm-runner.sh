@@ -4,6 +4,11 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 run=$repo/vm/run
+# Each boot runs both vCPUs in one host thread: with a thread per vCPU, boot-time text
+# patching sometimes dies of an unclaimed int3 under QEMU (kernel/README.md, "Known
+# issues"), which once killed the hung-guest check before its timeout could fire. What
+# these checks test, the runner, does not depend on it.
+st=--single-thread
 passed=0 failed=0
 
 expect() {
@@ -20,13 +25,13 @@ expect() {
 }
 
 t0=$(date +%s.%N)
-expect "exit status is the command's" 3 "$run" -- sh -c 'exit 3'
+expect "exit status is the command's" 3 "$run" $st -- sh -c 'exit 3'
 t1=$(date +%s.%N)
 awk -v a="$t0" -v b="$t1" 'BEGIN { printf "     (boot, command, power-off: %.1f s)\n", b - a }'
 
 mkdir -p "$repo/build"
 rm -f "$repo/build/.guest-wrote"
-expect "guest mounts: / ro, checkout rw, tracefs, bpffs, debugfs, cgroup2" 0 "$run" -- sh -ec "
+expect "guest mounts: / ro, checkout rw, tracefs, bpffs, debugfs, cgroup2" 0 "$run" $st -- sh -ec "
 	touch '$repo/build/.guest-wrote'
 	! touch /usr/.bpfmux-ro-check 2>/dev/null
 	for fs in tracefs bpf debugfs cgroup2 proc sysfs devtmpfs; do grep -q \" \$fs \" /proc/mounts; done
@@ -38,7 +43,7 @@ else
 	failed=$((failed + 1)); echo "FAIL guest write did not reach the host checkout"
 fi
 
-expect "a WARN in the guest fails the run" 126 "$run" -- sh -c \
+expect "a WARN in the guest fails the run" 126 "$run" $st -- sh -c \
 	'echo WARNING > /sys/kernel/debug/provoke-crash/DIRECT; exit 0'
 if grep -q "kernel splat" <<<"$last_out"; then
 	passed=$((passed + 1)); echo "PASS the splat is reported"
@@ -46,7 +51,7 @@ else
 	failed=$((failed + 1)); echo "FAIL no splat report in: $last_out"
 fi
 
-expect "a hung guest is killed by the timeout" 124 "$run" --timeout 20 -- sleep 600
+expect "a hung guest is killed by the timeout" 124 "$run" $st --timeout 20 -- sleep 600
 if grep -q "did not finish within 20s" <<<"$last_out"; then
 	passed=$((passed + 1)); echo "PASS the timeout is reported"
 else
@@ -54,9 +59,9 @@ else
 fi
 
 expect "--single-thread (both vCPUs in one host thread) boots both vCPUs" 0 \
-	"$run" --single-thread -- sh -c 'test "$(nproc)" = 2'
+	"$run" $st -- sh -c 'test "$(nproc)" = 2'
 
-expect "a missing kernel is an error" 125 "$run" --kernel /nonexistent/bzImage -- true
+expect "a missing kernel is an error" 125 "$run" $st --kernel /nonexistent/bzImage -- true
 
 echo "vm-runner: $passed passed, $failed failed"
 [ "$failed" = 0 ]
