@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make test-kasan: the series' own guest checks (global trampoline, fexit/fmod_ret multi,
-# among them a detach while threads sleep inside a traced function; XDP chain calls) on
+# make test-kasan: the series' own guest checks (ftrace call sites after small updates,
+# global trampoline, fexit/fmod_ret multi, among them a detach while threads sleep inside a
+# traced function; XDP chain calls) on
 # the KASAN build of our kernel. vm/run fails the run on any KASAN report (or other splat) in the console.
 # The KASAN guest is several times slower than the normal one; not part of 'make test'.
 set -uo pipefail
@@ -13,7 +14,7 @@ if [ ! -f "$img" ]; then
 fi
 make -s -C "$here" || exit 1
 rc=0
-"$repo/vm/run" --kernel "$img" --timeout 3000 -- "$here/suite.sh" ours 20 25 || rc=1
+"$repo/vm/run" --kernel "$img" --timeout 3000 -- "$here/suite.sh" ours 18 20 25 || rc=1
 # XDP chain calls: images, dispatcher retargeting and their freeing. One vCPU, as in
 # make test (tests/guest/run.sh: every dispatcher update re-patches text).
 "$repo/vm/run" --kernel "$img" --smp 1 --timeout 3000 -- "$here/suite.sh" ours 55 || rc=1
