@@ -573,6 +573,75 @@ static int measure_insn(struct row *r, struct loaded *l)
 	return 0;
 }
 
+/* Busy and total jiffies of all CPUs so far (/proc/stat); 0 on success. */
+static int cpu_jiffies(unsigned long long *busy, unsigned long long *total)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		   &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n < 5)
+		return -1;
+	*total = 0;
+	for (int i = 0; i < 8; i++)
+		*total += v[i];
+	*busy = *total - v[3] - v[4];	/* less idle and iowait */
+	return 0;
+}
+
+/* Per-function trampoline images the kernel has (their symbols in /proc/kallsyms), or -1. */
+static long tramp_images(void)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	char line[512];
+	long n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += !!strstr(line, " bpf_trampoline_");
+	fclose(f);
+	return n;
+}
+
+static long tramp_images_before = -1;
+
+/*
+ * After a row, wall time only: wait until the kernel has done what the row's detach left
+ * to work items, so that it does not run during the next row's samples, where an -all link
+ * would trace all of it too. An -all link on the per-function backend leaves some 37,000
+ * trampoline images to free after RCU grace periods, for seconds, in bursts: first until
+ * no more images than before the first row are left, then until the CPUs were busy for at
+ * most one tick in ten over 200 ms; 60 s at most.
+ */
+static void settle(void)
+{
+	unsigned long long b0, t0, b1, t1;
+	int waited = 0;
+
+	while (tramp_images_before >= 0 && tramp_images() > tramp_images_before &&
+	       waited < 300) {
+		usleep(200000);
+		waited++;
+	}
+	for (; waited < 300; waited++) {
+		if (cpu_jiffies(&b0, &t0))
+			return;
+		usleep(200000);
+		if (cpu_jiffies(&b1, &t1))
+			return;
+		if (t1 > t0 && (b1 - b0) * 10 <= t1 - t0)
+			return;
+	}
+	fprintf(stderr, "trigger: the kernel was still busy 60 s after the last row; "
+		"measuring the next one anyway\n");
+}
+
 static void run_row(struct row *r)
 {
 	struct loaded l;
@@ -583,6 +652,8 @@ static void run_row(struct row *r)
 	    (opt.insn ? measure_insn(r, &l) : measure_row(r, &l)))
 		r->failed = 1;
 	unload(&l);
+	if (!opt.insn)
+		settle();
 	r->done = 1;
 }
 
@@ -965,6 +1036,8 @@ int main(int argc, char **argv)
 
 	for (size_t j = 0; j < NR_ROWS; j++)
 		rows[j].done = selected ? (rows[j].done == -1 ? 0 : -2) : 0;
+	if (!opt.insn)
+		tramp_images_before = tramp_images();
 	for (int round = 0; round < opt.rounds; round++) {
 		for (size_t j = 0; j < NR_ROWS; j++) {
 			char name[96];
