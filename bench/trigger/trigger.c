@@ -83,6 +83,9 @@ struct row {
 	/* --insn results: instructions per target call, one per repeat */
 	double insn[MAX_REPEATS];
 	int ninsn;
+	/* TCG dispatch per target call, one per repeat, if the plugin reports it */
+	double lookups[MAX_REPEATS], misses[MAX_REPEATS], unchained[MAX_REPEATS];
+	int dispatch;
 	int hits, windows;	/* undisturbed windows (count = mode) of all windows */
 	int unclear;		/* repeats whose modes did not become clear */
 	struct insn_prof prof;	/* --profile: INSN_CALLS calls, folded */
@@ -562,6 +565,10 @@ static int measure_insn(struct row *r, struct loaded *l)
 				 "(see stderr)");
 			return -1;
 		}
+		r->dispatch = e.dispatch;
+		r->lookups[r->ninsn] = e.lookups_per_rep / INSN_CALLS;
+		r->misses[r->ninsn] = e.misses_per_rep / INSN_CALLS;
+		r->unchained[r->ninsn] = e.unchained_per_rep / INSN_CALLS;
 		r->insn[r->ninsn++] = e.per_rep / INSN_CALLS;
 		r->hits += e.lo.hits + e.hi.hits;
 		r->windows += e.lo.samples + e.hi.samples;
@@ -740,6 +747,35 @@ static int insn_stats(const struct row *r, double *median, double *spread)
 	return 1;
 }
 
+/* --insn: medians of a row's TCG dispatch counts per call (lookups, misses, unchained) */
+static int dispatch_stats(const struct row *r, double out[3])
+{
+	const double *src[3] = { r->lookups, r->misses, r->unchained };
+	double v[MAX_REPEATS], sp;
+
+	if (r->failed || !r->ninsn || !r->dispatch)
+		return 0;
+	for (int k = 0; k < 3; k++) {
+		memcpy(v, src[k], r->ninsn * sizeof(v[0]));
+		insn_median_spread(v, r->ninsn, &out[k], &sp);
+	}
+	return 1;
+}
+
+/* " LOOKUPS MISSES UNCHAINED" of a row, the hook's only (less the baseline's), or blanks */
+static void print_dispatch(const struct row *r, int hook)
+{
+	double d[3], b[3] = { 0, 0, 0 };
+
+	if (!dispatch_stats(r, d)) {
+		printf(" %7s %7s %7s", "", "", "");
+		return;
+	}
+	if (hook && !dispatch_stats(&baseline, b))
+		b[0] = b[1] = b[2] = 0;
+	printf(" %7.2f %7.2f %7.2f", d[0] - b[0], d[1] - b[1], d[2] - b[2]);
+}
+
 static void print_insn_table(void)
 {
 	double bm, bs, m, sp, sm, ssp;
@@ -749,10 +785,17 @@ static void print_insn_table(void)
 		return;
 	printf("\ninstructions per target call (median of %d repeats; spread = (max - min) / "
 	       "median); hook = row - baseline\n", opt.insn_repeats);
-	printf("%-34s %10s %7s %9s %10s  %s\n", "row", "insns/call", "spread", "hook",
-	       "vs single", "undisturbed windows");
-	printf("%-34s %10.2f %6.2f%% %9s %10s  %d/%d\n", "baseline (nothing attached)", bm,
-	       100 * bs, "-", "-", baseline.hits, baseline.windows);
+	if (baseline.dispatch)
+		printf("TCG dispatch of the hook per call (vm/insn/README.md, \"Dispatch\"): "
+		       "lookups = block transitions QEMU looks up, jc miss = of those, misses of "
+		       "its jump cache (a model), unchain = jumps into two-page blocks, which "
+		       "QEMU takes through its main loop; they cost wall time under TCG only\n");
+	printf("%-34s %10s %7s %9s %10s %7s %7s %7s  %s\n", "row", "insns/call", "spread",
+	       "hook", "vs single", "lookups", "jc miss", "unchain", "undisturbed windows");
+	printf("%-34s %10.2f %6.2f%% %9s %10s", "baseline (nothing attached)", bm, 100 * bs,
+	       "-", "-");
+	print_dispatch(&baseline, 0);
+	printf("  %d/%d\n", baseline.hits, baseline.windows);
 	for (size_t i = 0; i < NR_ROWS; i++) {
 		const struct row *r = &rows[i], *s = find_single(r);
 
@@ -768,6 +811,7 @@ static void print_insn_table(void)
 			printf(" %9.3f×", (m - bm) / (sm - bm));
 		else
 			printf(" %10s", "");
+		print_dispatch(r, 1);
 		printf("  %d/%d", r->hits, r->windows);
 		if (r->unclear)
 			printf(" (no clear mode in %d repeat(s): interrupts)", r->unclear);
@@ -803,7 +847,20 @@ static void json_insn(FILE *f, const struct row *r)
 		r->unclear, INSN_CALLS, 2 * INSN_CALLS);
 	for (int j = 0; j < r->ninsn; j++)
 		fprintf(f, "%s%.4f", j ? ", " : "", r->insn[j]);
-	fputs("]}", f);
+	fputs("]", f);
+	if (r->dispatch) {
+		fputs(", \"lookups\": [", f);
+		for (int j = 0; j < r->ninsn; j++)
+			fprintf(f, "%s%.4f", j ? ", " : "", r->lookups[j]);
+		fputs("], \"jc_misses\": [", f);
+		for (int j = 0; j < r->ninsn; j++)
+			fprintf(f, "%s%.4f", j ? ", " : "", r->misses[j]);
+		fputs("], \"unchained\": [", f);
+		for (int j = 0; j < r->ninsn; j++)
+			fprintf(f, "%s%.4f", j ? ", " : "", r->unchained[j]);
+		fputs("]", f);
+	}
+	fputs("}", f);
 }
 
 /*

@@ -18,7 +18,8 @@
  *
  * Output (out=PATH, appended; one write(2) per record, so a reader in the guest sees a
  * whole record as soon as the END marker has executed):
- *   window VCPU COUNT NPROF\n           then NPROF lines "VADDR_HEX EXECUTIONS\n"
+ *   window VCPU COUNT NPROF LOOKUPS MISSES UNCHAINED\n
+ *                                       then NPROF lines "VADDR_HEX EXECUTIONS\n"
  *   error VCPU TEXT\n                   (END without BEGIN, a second profile, ...)
  *
  * Counting. Each translation block (TB) gets an execution callback that adds the
@@ -35,6 +36,23 @@
  * a last instruction starts in the last 14 bytes of a page; it is left out of the
  * block's count and counted by its own instruction callback instead, which QEMU emits
  * only for instructions actually translated, so a dropped one never fires.
+ *
+ * Dispatch. Wall time under TCG also depends on how the vCPU gets from one block to
+ * the next. A direct branch, or falling through, to a block that starts on the page of
+ * the current block's first instruction is chained: generated code jumps straight to
+ * generated code. Every other transition (ret, an indirect call or jump, a branch to
+ * another page, an interrupt, a block ended by a system instruction) is a lookup: QEMU
+ * hashes the target's virtual address into a per-vCPU cache of 4096 recently found
+ * blocks, and on a miss translates the address and searches its global hash table, far
+ * dearer than a hit. The cache's hash keeps a page's addresses in one
+ * group of 64 entries (so that a TLB flush of a page clears one group): two hot targets
+ * of one page collide with a chance of 1 in 64 and then miss on every pass. And QEMU
+ * never chains a jump into a block that spans two pages (one whose first instruction
+ * crosses a page end, see the quirk below): every entry by a direct branch or by falling
+ * through goes back to its main loop. A window reports its LOOKUPS, the MISSES of a
+ * model of the jump cache (QEMU 7.2's hash, updated on every lookup; it does not know of
+ * QEMU's own flushes, after which real misses are more) and the UNCHAINED entries: layout
+ * properties of the code, which its instruction count does not see.
  *
  * Arguments: out=PATH (required).
  */
@@ -56,11 +74,15 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define MARK_BEGIN_PROFILE 3
 #define PAGE 4096u
 #define MAX_INSN 15u
+#define JC_BITS 12	/* QEMU 7.2's per-vCPU jump cache: 4096 entries */
+#define JC_PAGE_BITS (JC_BITS / 2)
 
 /* One translation of a block. Never freed: 7.2 tells plugins nothing about flushes. */
 struct block {
 	uint32_t n;		/* instructions counted by the block callback */
 	uint32_t ninsns;	/* all instructions of the translation (incl. a dropped one) */
+	uint32_t indirect;	/* it ends in ret or an indirect jump or call */
+	uint32_t two_pages;	/* its instructions span two pages */
 	uint64_t gen;		/* profile generation this block's counts belong to */
 	uint64_t execs;		/* executions while the profiling vCPU was in a window */
 	uint64_t last_execs;	/* executions of a page-crossing last instruction */
@@ -78,6 +100,10 @@ struct site {
 struct vcpu {
 	uint64_t count;		/* instructions executed */
 	uint64_t begin;		/* count at this window's BEGIN; valid if open */
+	uint64_t lookups, misses, unchained;	/* see "Dispatch" at the top */
+	uint64_t lookups0, misses0, unchained0;	/* ... at BEGIN */
+	struct block *prev;	/* the block this vCPU executed last */
+	uint64_t *jc;		/* model of QEMU's jump cache: a target address per entry */
 	int open;
 	int profiling;
 	struct block *pblock;	/* the profile window's BEGIN block and position */
@@ -135,11 +161,44 @@ static void touch(struct block *b)
 	touched[ntouched++] = b;
 }
 
+/* QEMU 7.2's tb_jmp_cache_hash_func() for 4 KiB pages (the arithmetic, not its code) */
+static unsigned int jc_index(uint64_t pc)
+{
+	uint64_t t = pc ^ (pc >> (12 - JC_PAGE_BITS));
+	unsigned int page_part = (t >> (12 - JC_PAGE_BITS)) & (((1u << JC_BITS) - 1) &
+								~((1u << JC_PAGE_BITS) - 1));
+
+	return page_part | (t & ((1u << JC_PAGE_BITS) - 1));
+}
+
+/* How the vCPU got from block @p to block @b (see "Dispatch"). */
+static void dispatch(struct vcpu *v, const struct block *p, const struct block *b)
+{
+	uint64_t pc = b->vaddr[0];
+	unsigned int i;
+
+	if (!p->indirect && (p->vaddr[0] >> 12) == (pc >> 12)) {
+		/* a direct branch or fall-through on the page: chained, unless ... */
+		v->unchained += b->two_pages;
+		return;
+	}
+	v->lookups++;
+	i = jc_index(pc);
+	if (v->jc[i] != pc) {
+		v->misses++;
+		v->jc[i] = pc;
+	}
+}
+
 static void on_block(unsigned int cpu, void *udata)
 {
 	struct block *b = udata;
+	struct vcpu *v = &vcpus[cpu];
 
-	vcpus[cpu].count += b->n;
+	if (v->prev)
+		dispatch(v, v->prev, b);
+	v->prev = b;
+	v->count += b->n;
 	if ((int)cpu == prof_vcpu) {
 		touch(b);
 		b->execs++;
@@ -236,7 +295,9 @@ static char *profile_text(struct vcpu *v, struct block *b, uint32_t idx, uint64_
 	buf = malloc(cap);
 	if (!buf)
 		die_oom();
-	off = snprintf(buf, cap, "window %u %" PRIu64 " %zu\n", cpu, count, nonzero);
+	off = snprintf(buf, cap, "window %u %" PRIu64 " %zu %" PRIu64 " %" PRIu64 " %" PRIu64
+		       "\n", cpu, count, nonzero, v->lookups - v->lookups0, v->misses - v->misses0,
+		       v->unchained - v->unchained0);
 	for (i = 0; i < h.cap; i++)
 		if (h.busy[i] && h.cnt[i])
 			off += snprintf(buf + off, cap - off, "%" PRIx64 " %" PRId64 "\n", h.addr[i],
@@ -268,6 +329,9 @@ static void on_mark(unsigned int cpu, void *udata)
 		}
 		v->open = 1;
 		v->begin = here;
+		v->lookups0 = v->lookups;
+		v->misses0 = v->misses;
+		v->unchained0 = v->unchained;
 		if (s->mark == MARK_BEGIN_PROFILE) {
 			if (prof_vcpu >= 0) {
 				len = snprintf(line, sizeof(line),
@@ -306,8 +370,9 @@ static void on_mark(unsigned int cpu, void *udata)
 			free(buf);
 			return;
 		}
-		len = snprintf(line, sizeof(line), "window %u %" PRIu64 " 0\n", cpu,
-			       here - v->begin);
+		len = snprintf(line, sizeof(line), "window %u %" PRIu64 " 0 %" PRIu64 " %" PRIu64
+			       " %" PRIu64 "\n", cpu, here - v->begin, v->lookups - v->lookups0,
+			       v->misses - v->misses0, v->unchained - v->unchained0);
 		emit(line, len);
 		return;
 	default:
@@ -324,6 +389,22 @@ static int marker_id(const struct qemu_plugin_insn *insn)
 	if (qemu_plugin_insn_size(insn) != 7 || memcmp(p, pre, 3) || memcmp(p + 4, post, 3))
 		return 0;
 	return p[3] ? p[3] : -1;
+}
+
+/* ret, iret, or an indirect jump or call (ff /2, /3, /4, /5), prefixes skipped */
+static int is_indirect(const struct qemu_plugin_insn *insn)
+{
+	const unsigned char *p = qemu_plugin_insn_data(insn);
+	size_t n = qemu_plugin_insn_size(insn), i = 0;
+
+	while (i < n && (p[i] == 0x66 || p[i] == 0xf2 || p[i] == 0xf3 || p[i] == 0x2e ||
+			 p[i] == 0x3e || (p[i] & 0xf0) == 0x40))
+		i++;
+	if (i >= n)
+		return 0;
+	if (p[i] == 0xc3 || p[i] == 0xc2 || p[i] == 0xcb || p[i] == 0xca || p[i] == 0xcf)
+		return 1;
+	return p[i] == 0xff && i + 1 < n && ((p[i + 1] >> 3) & 7) >= 2 && ((p[i + 1] >> 3) & 7) <= 5;
 }
 
 static struct site *new_site(struct block *b, uint32_t idx, int mark, int last)
@@ -354,6 +435,11 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	if (n > 1 && (b->vaddr[n - 1] & (PAGE - 1)) > PAGE - MAX_INSN)
 		last = 1;
 	b->n = n - last;
+	/* a dropped last instruction: the block falls through into the next page */
+	b->indirect = !last && is_indirect(qemu_plugin_tb_get_insn(tb, n - 1));
+	b->two_pages = (b->vaddr[0] & (PAGE - 1)) +
+		       qemu_plugin_insn_size(qemu_plugin_tb_get_insn(tb, 0)) > PAGE ||
+		       (b->vaddr[0] ^ b->vaddr[b->n - 1]) >= PAGE;
 	qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS, b);
 	for (i = 0; i < n; i++) {
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
@@ -408,6 +494,11 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 	vcpus = calloc(nvcpus, sizeof(*vcpus));
 	if (!vcpus)
 		die_oom();
+	for (int i = 0; i < nvcpus; i++) {
+		vcpus[i].jc = calloc(1u << JC_BITS, sizeof(*vcpus[i].jc));
+		if (!vcpus[i].jc)
+			die_oom();
+	}
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
 	return 0;
 }

@@ -10,6 +10,18 @@
  *              blocks, and counting it twice would give 3 + 5N)
  *   profile    the cross loop as a profile window: the addresses' counts add up to the
  *              window's count and each loop instruction ran exactly N times
+ *   dispatch   the plugin's TCG dispatch counts ("Dispatch" in vm/insn/plugin.c), N=1000
+ *              against N=10: the simple loop adds no lookup, the indirect loop
+ *              (BEGIN; mov; N × (dec; lea; jmp *%rax; test; jnz); END) one lookup per
+ *              iteration and no jump-cache miss, the cross loop one unchained entry and
+ *              two lookups per iteration (QEMU's blocks: [dec], ended before the crossing
+ *              mov, falls through into [mov], which spans two pages; [test; jnz] on the
+ *              next page is entered and left by lookups). Misses: at most one more or
+ *              less (the first jump of a window, after the reading syscall); the
+ *              colliding loop two lookups and two misses per iteration (its two
+ *              indirect targets, at page offsets 0x100 and 0x1c3, share one entry of
+ *              QEMU's jump cache: 0x100 ^ 0x100 >> 6 and 0x1c3 ^ 0x1c3 >> 6 agree in
+ *              their low 6 bits)
  *
  * A timer tick inside a window adds its handler's instructions, so each size runs
  * several windows: the smallest and the most frequent count must both be the exact one.
@@ -64,6 +76,50 @@ __asm__(".pushsection .text.insn_cross, \"ax\", @progbits\n"
 	CROSS_LOOP("cross_loop_profile", PROF_DISP, "_p")
 	".popsection\n");
 
+/* indirect_loop(n): an indirect jump per iteration, on a page of its own */
+void indirect_loop(unsigned int n);
+
+__asm__(".pushsection .text.insn_indirect, \"ax\", @progbits\n"
+	".balign 4096\n"
+	".globl indirect_loop\n"
+	".type indirect_loop, @function\n"
+	"indirect_loop:\n"
+	"	nopl " BEGIN_DISP "(%rax)\n"
+	"	mov %edi, %ecx\n"
+	"1:	dec %ecx\n"
+	"	lea 2f(%rip), %rax\n"
+	"	jmp *%rax\n"
+	"2:	test %ecx, %ecx\n"
+	"	jnz 1b\n"
+	"	nopl " END_DISP "(%rax)\n"
+	"	ret\n"
+	".size indirect_loop, . - indirect_loop\n"
+	".popsection\n");
+
+/* colliding_loop(n): two indirect jumps per iteration to targets of one cache entry */
+void colliding_loop(unsigned int n);
+
+__asm__(".pushsection .text.insn_collide, \"ax\", @progbits\n"
+	".balign 4096\n"
+	".globl colliding_loop\n"
+	".type colliding_loop, @function\n"
+	"colliding_loop:\n"
+	"	nopl " BEGIN_DISP "(%rax)\n"
+	"	mov %edi, %ecx\n"
+	"1:	dec %ecx\n"
+	"	lea 2f(%rip), %rax\n"
+	"	jmp *%rax\n"
+	"	.org colliding_loop + 0x100, 0xcc\n"
+	"2:	lea 3f(%rip), %rax\n"
+	"	jmp *%rax\n"
+	"	.org colliding_loop + 0x1c3, 0xcc\n"
+	"3:	test %ecx, %ecx\n"
+	"	jnz 1b\n"
+	"	nopl " END_DISP "(%rax)\n"
+	"	ret\n"
+	".size colliding_loop, . - colliding_loop\n"
+	".popsection\n");
+
 static int simple_loop(void *arg, unsigned int n)
 {
 	(void)arg;
@@ -115,6 +171,71 @@ static void check_size(const char *what, int (*loop)(void *, unsigned int), unsi
 	check(min == want && mode == want,
 	      "%s, N=%u: %" PRIu64 " instructions exactly (smallest %" PRIu64 ", most frequent %"
 	      PRIu64 " in %d of %d windows)", what, n, want, min, mode, best, WINDOWS);
+}
+
+static int jumping_loop(void *arg, unsigned int n)
+{
+	(void)arg;
+	indirect_loop(n);
+	return 0;
+}
+
+static int colliding_jumps(void *arg, unsigned int n)
+{
+	(void)arg;
+	colliding_loop(n);
+	return 0;
+}
+
+/* Dispatch counts of the most frequent instruction count's first window of size @n. */
+static int dispatch_of(int (*loop)(void *, unsigned int), unsigned int n,
+		       struct insn_window *out)
+{
+	enum { WINDOWS = 11 };
+	struct insn_window w[WINDOWS];
+	int best = -1, best_k = 0;
+
+	for (int i = 0; i < WINDOWS; i++) {
+		loop(NULL, n);
+		if (insn_read(&w[i]))
+			return -1;
+	}
+	for (int i = 0; i < WINDOWS; i++) {
+		int k = 0;
+
+		for (int j = 0; j < WINDOWS; j++)
+			k += w[j].count == w[i].count;
+		if (k > best_k)
+			best = i, best_k = k;
+	}
+	*out = w[best];
+	return 0;
+}
+
+/* Per-iteration lookups, misses and unchained entries of @loop, N=1000 against N=10. */
+static void check_dispatch(const char *what, int (*loop)(void *, unsigned int),
+			   int64_t lookups, int64_t misses, int64_t unchained)
+{
+	struct insn_window a, b;
+	int64_t dl, dm, du;
+
+	if (dispatch_of(loop, 10, &a) || dispatch_of(loop, 1000, &b)) {
+		check(0, "dispatch, %s: a record for every window", what);
+		return;
+	}
+	if (!a.dispatch || !b.dispatch) {
+		check(0, "dispatch, %s: the plugin reports dispatch counts (an older plugin?)",
+		      what);
+		return;
+	}
+	dl = (int64_t)(b.lookups - a.lookups);
+	dm = (int64_t)(b.misses - a.misses);
+	du = (int64_t)(b.unchained - a.unchained);
+	check(dl == 990 * lookups && dm >= 990 * misses - 1 && dm <= 990 * misses + 1 &&
+	      du == 990 * unchained,
+	      "dispatch, %s: 990 more iterations add %" PRId64 " lookups, %" PRId64 " misses, %"
+	      PRId64 " unchained entries (want %" PRId64 ", %" PRId64 ", %" PRId64 ")", what, dl,
+	      dm, du, 990 * lookups, 990 * misses, 990 * unchained);
 }
 
 static int64_t prof_count(const struct insn_window *w, const void *addr)
@@ -177,6 +298,10 @@ int main(void)
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		check_size("page-crossing loop", crossing_loop, sizes[i], 3 + 4ull * sizes[i]);
 	check_profile(1000);
+	check_dispatch("loop", simple_loop, 0, 0, 0);
+	check_dispatch("indirect loop", jumping_loop, 1, 0, 0);
+	check_dispatch("page-crossing loop", crossing_loop, 2, 0, 1);
+	check_dispatch("colliding loop", colliding_jumps, 2, 2, 0);
 	printf("%s\n", check_failures ? "FAIL" : "ok");
 	return check_failures ? 1 : 0;
 }

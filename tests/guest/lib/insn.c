@@ -100,11 +100,11 @@ static char *line_end(char *p, char *end, size_t n)
 
 int insn_read(struct insn_window *w)
 {
-	unsigned long long count;
+	unsigned long long count, lookups = 0, misses = 0, unchained = 0;
 	unsigned int cpu;
 	size_t nprof;
 	char *end, *rec_end, *p;
-	int tries = 0;
+	int tries = 0, fields;
 
 	memset(w, 0, sizeof(*w));
 	if (rec_fd < 0 && insn_open())
@@ -133,7 +133,10 @@ int insn_read(struct insn_window *w)
 		buf_len = end - p;
 		return -1;
 	}
-	if (sscanf(buf, "window %u %llu %zu", &cpu, &count, &nprof) != 3) {
+	/* an older plugin writes no dispatch counts */
+	fields = sscanf(buf, "window %u %llu %zu %llu %llu %llu", &cpu, &count, &nprof, &lookups,
+			&misses, &unchained);
+	if (fields != 3 && fields != 6) {
 		fprintf(stderr, "insn: unexpected record '%.*s'\n", (int)(p - buf - 1), buf);
 		return -1;
 	}
@@ -151,6 +154,10 @@ int insn_read(struct insn_window *w)
 	}
 	w->cpu = cpu;
 	w->count = count;
+	w->dispatch = fields == 6;
+	w->lookups = lookups;
+	w->misses = misses;
+	w->unchained = unchained;
 	if (nprof) {
 		w->prof = calloc(nprof, sizeof(*w->prof));
 		if (!w->prof) {
@@ -184,20 +191,29 @@ void insn_window_free(struct insn_window *w)
 	w->nprof = 0;
 }
 
-int64_t insn_window(insn_work_fn fn, void *arg, unsigned int reps)
+/* One window around fn(arg, reps) into @w (no profile). 0, or -1 with a message. */
+static int window(insn_work_fn fn, void *arg, unsigned int reps, struct insn_window *w)
 {
-	struct insn_window w;
 	int err;
 
 	INSN_BEGIN();
 	err = fn(arg, reps);
 	INSN_END();
-	if (insn_read(&w))
+	if (insn_read(w))
 		return -1;
 	if (err) {
 		fprintf(stderr, "insn: the counted work failed (%d)\n", err);
 		return -1;
 	}
+	return 0;
+}
+
+int64_t insn_window(insn_work_fn fn, void *arg, unsigned int reps)
+{
+	struct insn_window w;
+
+	if (window(fn, arg, reps, &w))
+		return -1;
 	return w.count;
 }
 
@@ -246,25 +262,47 @@ static int clear_mode(const struct insn_sample *s)
 	return s->hits >= 3 && s->hits >= 2 * s->runner_up;
 }
 
+/* The median of @field over the windows of @w[0..n) that counted @mode instructions. */
+static double median_at_mode(const struct insn_window *w, int n, uint64_t mode,
+			     size_t field)
+{
+	uint64_t *v = malloc(n * sizeof(*v));
+	double med;
+	int m = 0;
+
+	if (!v)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (w[i].count == mode)
+			v[m++] = *(const uint64_t *)((const char *)&w[i] + field);
+	if (!m) {
+		free(v);
+		return 0;
+	}
+	qsort(v, m, sizeof(*v), cmp_u64);
+	med = m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2.0;
+	free(v);
+	return med;
+}
+
 int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, int samples,
 		 struct insn_estimate *e)
 {
 	/* windows a tick hit count more, each differently: take more until the mode is clear */
 	int cap = samples * 8 > 120 ? samples * 8 : 120, n = 0, rc = -1;
 	uint64_t *lo = calloc(cap, sizeof(*lo)), *hi = calloc(cap, sizeof(*hi));
+	struct insn_window *wlo = calloc(cap, sizeof(*wlo)), *whi = calloc(cap, sizeof(*whi));
 
 	memset(e, 0, sizeof(*e));
-	if (!lo || !hi || samples < 1 || k2 <= k1) {
+	if (!lo || !hi || !wlo || !whi || samples < 1 || k2 <= k1) {
 		fprintf(stderr, "insn: bad estimate parameters\n");
 		goto out;
 	}
 	while (n < cap) {
-		int64_t a = insn_window(fn, arg, k1), b = a < 0 ? -1 : insn_window(fn, arg, k2);
-
-		if (a < 0 || b < 0)
+		if (window(fn, arg, k1, &wlo[n]) || window(fn, arg, k2, &whi[n]))
 			goto out;
-		lo[n] = a;
-		hi[n] = b;
+		lo[n] = wlo[n].count;
+		hi[n] = whi[n].count;
 		n++;
 		if (n < samples)
 			continue;
@@ -277,10 +315,26 @@ int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, i
 	e->k1 = k1;
 	e->k2 = k2;
 	e->per_rep = ((double)e->hi.mode - (double)e->lo.mode) / (k2 - k1);
+	/* dispatch: of the undisturbed windows, as the counts */
+	e->dispatch = wlo[0].dispatch;
+	if (e->dispatch) {
+		size_t lk = offsetof(struct insn_window, lookups);
+		size_t ms = offsetof(struct insn_window, misses);
+		size_t un = offsetof(struct insn_window, unchained);
+
+		e->lookups_per_rep = (median_at_mode(whi, n, e->hi.mode, lk) -
+				      median_at_mode(wlo, n, e->lo.mode, lk)) / (k2 - k1);
+		e->misses_per_rep = (median_at_mode(whi, n, e->hi.mode, ms) -
+				     median_at_mode(wlo, n, e->lo.mode, ms)) / (k2 - k1);
+		e->unchained_per_rep = (median_at_mode(whi, n, e->hi.mode, un) -
+					median_at_mode(wlo, n, e->lo.mode, un)) / (k2 - k1);
+	}
 	rc = 0;
 out:
 	free(lo);
 	free(hi);
+	free(wlo);
+	free(whi);
 	return rc;
 }
 

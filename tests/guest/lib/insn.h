@@ -46,6 +46,14 @@ struct insn_pc {
 struct insn_window {
 	unsigned int cpu;
 	uint64_t count;		/* instructions from BEGIN (included) to END (excluded) */
+	/*
+	 * TCG dispatch in the window (vm/insn/plugin.c, "Dispatch"): transitions between
+	 * blocks that QEMU looks up, the misses of its jump cache (a model), and entries
+	 * into two-page blocks that QEMU does not chain. Only if @dispatch (the plugin
+	 * reports them).
+	 */
+	int dispatch;
+	uint64_t lookups, misses, unchained;
 	size_t nprof;		/* profile windows: one entry per address executed */
 	struct insn_pc *prof;
 };
@@ -82,6 +90,9 @@ struct insn_estimate {
 	unsigned int k1, k2;
 	int clear;
 	struct insn_sample lo, hi;
+	/* medians over the windows that counted each mode, differenced like per_rep */
+	int dispatch;
+	double lookups_per_rep, misses_per_rep, unchained_per_rep;
 };
 int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, int samples,
 		 struct insn_estimate *e);
