@@ -223,6 +223,10 @@ static int run_packets(void *arg, unsigned int reps)
  * is counted, the program stays in the dispatcher and the runs leave it alone; the
  * dispatcher holds the same programs as during a timed run.
  */
+/* --insn: TCG dispatch per packet of each row's last trial (lookups, misses, unchained) */
+static double disp[NR_ROWS][3];
+static int disp_seen;
+
 static double measure_insn(int r, int fd, const char *what)
 {
 	struct xdp_work x = { fd, what };
@@ -240,6 +244,12 @@ static double measure_insn(int r, int fd, const char *what)
 	}
 	if (!e.clear)
 		insn_unclear++;
+	if (e.dispatch) {
+		disp[r][0] = e.lookups_per_rep;
+		disp[r][1] = e.misses_per_rep;
+		disp[r][2] = e.unchained_per_rep;
+		disp_seen = 1;
+	}
 	if (insn_profiling && (r == SINGLE || r == CHAIN || r == TAIL_CALL) &&
 	    !insn_profiles[r].n &&
 	    insn_profile_diff(run_packets, &x, INSN_K1, INSN_K2, &insn_profiles[r]))
@@ -383,6 +393,22 @@ static int report_insn(int trials, double t[][64], const char *json, const char 
 	if (insn_unclear)
 		printf("- %d measurement(s) found no clear most frequent count (interrupts in most "
 		       "windows): their rows may be off\n", insn_unclear);
+	if (disp_seen) {
+		printf("\nTCG dispatch per packet, last trial (`vm/insn/README.md`, \"Dispatch\"): "
+		       "lookups = block transitions QEMU looks up, jc misses = of those, misses of "
+		       "its jump cache (a model), unchained = jumps into two-page blocks, which "
+		       "QEMU takes through its main loop. They cost wall time under TCG only.\n\n");
+		printf("| case | lookups | jc misses | unchained | added lookups per hop |\n");
+		printf("|---|---:|---:|---:|---:|\n");
+		for (int r = 0; r < NR_ROWS; r++) {
+			printf("| %s | %.2f | %.2f | %.2f |", row_names[r], disp[r][0], disp[r][1],
+			       disp[r][2]);
+			if (row_hops[r])
+				printf(" %.2f |\n", (disp[r][0] - disp[SINGLE][0]) / row_hops[r]);
+			else
+				printf(" |\n");
+		}
+	}
 	uname(&u);
 	if (json) {
 		f = fopen(json, "w");
