@@ -214,6 +214,10 @@ static int run_packets(void *arg, unsigned int reps)
 	return opts.retval == XDP_DROP ? 0 : -2;
 }
 
+/* --insn: TCG dispatch per packet of each row's last trial (lookups, misses, unchained) */
+static double disp[NR_ROWS][3];
+static int disp_seen;
+
 /*
  * --insn: instructions per packet of @fd (row @r: profiled on the first trial).
  *
@@ -223,10 +227,6 @@ static int run_packets(void *arg, unsigned int reps)
  * is counted, the program stays in the dispatcher and the runs leave it alone; the
  * dispatcher holds the same programs as during a timed run.
  */
-/* --insn: TCG dispatch per packet of each row's last trial (lookups, misses, unchained) */
-static double disp[NR_ROWS][3];
-static int disp_seen;
-
 static double measure_insn(int r, int fd, const char *what)
 {
 	struct xdp_work x = { fd, what };
