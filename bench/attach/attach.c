@@ -84,9 +84,11 @@ static struct {
 	size_t single_cap;	/* fentry engine: at most this many functions */
 	double single_budget;	/* fentry engine: stop attaching after this many seconds */
 	int quick, max_args, runs, insn;
+	/* --beside: another link of the row's engine on the last N functions (0: all) */
+	long beside;
 	const char *json;
 	char dir[4096];
-} opt = { 2000, 300, 0, 12 };
+} opt = { 2000, 300, 0, 12, .beside = -1 };
 
 static struct func_set set;
 
@@ -280,7 +282,41 @@ static long long insn_fold_window(struct insn_prof *p)
 	return count;
 }
 
-static void run_multi(struct result *r)
+/*
+ * --beside: a second program of the row's engine attached to the last @opt.beside functions
+ * of the set (0: all) for the whole row, so that the row changes a kernel that already
+ * traces them: is the row's cost proportional to what it changes? NULL with a message in
+ * @r->status when it cannot be had.
+ */
+static struct bpf_link *beside_attach(struct result *r, struct bpf_object **obj)
+{
+	const char *prog_name = r->engine == KPROBE_MULTI ? "empty_kprobe_multi" :
+							    "empty_fentry_multi";
+	size_t cnt = opt.beside && (size_t)opt.beside < set.cnt ? (size_t)opt.beside : set.cnt;
+	struct bpf_program *prog;
+	struct bpf_link *link;
+	double t0 = now();
+
+	*obj = open_one(prog_name, &prog);
+	if (!*obj) {
+		snprintf(r->status, sizeof(r->status), "error: --beside: load: %s",
+			 strerror(errno));
+		return NULL;
+	}
+	link = attach_multi(prog, r->engine, set.cnt - cnt, cnt);
+	if (!link) {
+		snprintf(r->status, sizeof(r->status), "error: --beside: attach on %zu functions: %s",
+			 cnt, strerror(errno));
+		bpf_object__close(*obj);
+		*obj = NULL;
+		return NULL;
+	}
+	fprintf(stderr, "attach: beside the row, %s on the last %zu functions, attached in %.3f s\n",
+		engine_name[r->engine], cnt, now() - t0);
+	return link;
+}
+
+static void run_multi_row(struct result *r)
 {
 	const char *prog_name = r->engine == KPROBE_MULTI ? "empty_kprobe_multi" :
 							    "empty_fentry_multi";
@@ -368,6 +404,21 @@ static void run_multi(struct result *r)
 	r->avail_kb = m0.avail - m1.avail;
 	r->left_kb = kmem(m2) - kmem(m0);
 	r->pages_kb = m1.pages - m0.pages;
+}
+
+static void run_multi(struct result *r)
+{
+	struct bpf_object *beside_obj = NULL;
+	struct bpf_link *beside = NULL;
+
+	if (opt.beside >= 0 && !(r->engine == GLOBAL && !GLOBAL_FLAG)) {
+		beside = beside_attach(r, &beside_obj);
+		if (!beside)
+			return;
+	}
+	run_multi_row(r);
+	bpf_link__destroy(beside);
+	bpf_object__close(beside_obj);
 }
 
 /* ---- one fentry program and link per function ---- */
@@ -570,8 +621,8 @@ static int write_json(const char *path, int running)
 	}
 	uname(&u);
 	fprintf(f, "{\"kernel\": \"%s\", \"funcs_total\": %zu, \"single_cap\": %zu, "
-		"\"single_budget_s\": %g, \"max_args\": %d,\n \"results\": [\n", u.release, set.cnt,
-		opt.single_cap, opt.single_budget, opt.max_args);
+		"\"single_budget_s\": %g, \"max_args\": %d, \"beside\": %ld,\n \"results\": [\n",
+		u.release, set.cnt, opt.single_cap, opt.single_budget, opt.max_args, opt.beside);
 	for (int i = 0; i < nresults; i++) {
 		const struct result *r = &results[i];
 		const char *st = r->status[0] ? r->status : "ok";
@@ -615,13 +666,16 @@ static void usage(const char *argv0)
 		"                   after the last cycle against before the first\n"
 		"  --insn           guest instructions of each multi-link attach and detach,\n"
 		"                   by kernel symbol (vm/run --insn --smp 1; global vs kprobe.multi)\n"
+		"  --beside N       multi-link rows: another link of the row's engine stays on the\n"
+		"                   last N functions (0 = all) while the row attaches and detaches\n"
 		"examples:\n"
 		"  %s --quick\n"
 		"  %s --counts 1,1000 global kprobe.multi\n"
 		"  %s --runs --counts 0 global kprobe.multi\n"
 		"  %s --cycles 10 --counts 0 global\n"
-		"  %s --insn --counts 0 global kprobe.multi\n", argv0, argv0, argv0, argv0, argv0,
-		argv0);
+		"  %s --insn --counts 0 global kprobe.multi\n"
+		"  %s --insn --beside 0 --counts 1,100 global kprobe.multi\n", argv0, argv0, argv0,
+		argv0, argv0, argv0, argv0);
 }
 
 int main(int argc, char **argv)
@@ -664,6 +718,15 @@ int main(int argc, char **argv)
 			cycles = atoi(v), i++;
 			if (cycles < 1 || cycles > 50) {
 				fprintf(stderr, "attach: --cycles takes 1 to 50, not %s\n", v);
+				return 2;
+			}
+		} else if (!strcmp(a, "--beside") && v) {
+			char *end;
+
+			opt.beside = strtol(v, &end, 10), i++;
+			if (*end || opt.beside < 0) {
+				fprintf(stderr, "attach: --beside takes a function count (0 = all), "
+					"not %s\n", v);
 				return 2;
 			}
 		} else if (!strcmp(a, "--json") && v) {
@@ -711,6 +774,10 @@ int main(int argc, char **argv)
 	}
 	printf("attach: %zu safe traceable functions (up to %d arguments)\n", set.cnt,
 	       opt.max_args);
+	if (opt.beside >= 0)
+		printf("attach: every multi-link row beside a link of its engine on the last %zu "
+		       "functions\n", opt.beside && (size_t)opt.beside < set.cnt ?
+		       (size_t)opt.beside : set.cnt);
 	print_header();
 	settle();
 	before = read_mem();

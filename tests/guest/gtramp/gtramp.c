@@ -11,6 +11,9 @@
  *   gtramp all N            every safe function with up to 12 arguments, exact count
  *   gtramp args             do_mmap (9 arguments, 3 on the stack): every argument exact
  *   gtramp rollback         a refused target fails the whole link and leaves nothing behind
+ *   gtramp churn N          N changes of up to four links on overlapping sets of functions
+ *                           (the kernel's function table changes in place and is rebuilt now
+ *                           and then): after each, exact counts and cookies for every link
  *   gtramp coexist N        per-function fentry and global multi on one function, both orders
  *   gtramp ipmodify N       an IPMODIFY ftrace user (gtramp_kmod.ko, like livepatch) on
  *                           __x64_sys_getpgid: fentry.multi keeps counting exactly in both
@@ -379,6 +382,176 @@ out_obj:
 	bpf_object__close(obj);
 	bpf_object__close(obj1);
 out_btf:
+	btf__free(btf);
+}
+
+/*
+ * Links come and go on overlapping sets of functions, one program per link, so that the
+ * kernel's table of functions changes in place (functions joining, leaving, replacing
+ * their metadata, joining again into the slots others left) and is rebuilt now and then,
+ * growing and shrinking. After every change each program must count exactly the calls of
+ * getpgid and getpriority that its link covers, with the cookie given for it, and nothing
+ * else. The choices come from a fixed seed: a failure replays.
+ */
+#define CHURN_LINKS 4
+
+struct churn_slot {
+	struct bpf_object *obj;
+	struct bpf_program *prog;
+	struct bpf_link *link;
+	size_t cnt;
+	__u64 cookie[2];	/* of getpgid, getpriority; 0: not in the link */
+};
+
+static __u64 churn_rand(__u64 *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return *state;
+}
+
+/* Exact counts and cookies of every slot for 7 getpgid and 3 getpriority calls. */
+static int churn_check(struct churn_slot *slots, const unsigned long *addr, char *why,
+		       size_t len)
+{
+	static const long calls[2] = { 7, 3 };
+	__u64 before[CHURN_LINKS][2];
+
+	for (int s = 0; s < CHURN_LINKS; s++)
+		for (int f = 0; f < 2; f++)
+			before[s][f] = counter_hits(slots[s].obj, addr[f]);
+	call_getpgid(calls[0]);
+	call_getpriority(calls[1]);
+	for (int s = 0; s < CHURN_LINKS; s++) {
+		int cfd = bpf_map__fd(bpf_object__find_map_by_name(slots[s].obj, "cookies"));
+
+		for (int f = 0; f < 2; f++) {
+			__u64 got = counter_hits(slots[s].obj, addr[f]) - before[s][f];
+			__u64 want = slots[s].link && slots[s].cookie[f] ? calls[f] : 0;
+			__u64 key = addr[f], cookie = 0;
+
+			if (got != want) {
+				snprintf(why, len, "link %d: %s counted %llu, want %llu", s,
+					 f ? "getpriority" : "getpgid", (unsigned long long)got,
+					 (unsigned long long)want);
+				return 0;
+			}
+			if (!want)
+				continue;
+			bpf_map_lookup_elem(cfd, &key, &cookie);
+			if (cookie != slots[s].cookie[f]) {
+				snprintf(why, len, "link %d: %s saw cookie %llu, want %llu", s,
+					 f ? "getpriority" : "getpgid", (unsigned long long)cookie,
+					 (unsigned long long)slots[s].cookie[f]);
+				return 0;
+			}
+		}
+	}
+	return 1;
+}
+
+static void test_churn(long rounds)
+{
+	static const char *const some[] = {
+		"__x64_sys_*", "vfs_*", "ext4_*", "tcp_*", "udp_*", "inet_*", "proc_*", "seq_*",
+		"kernfs_*", "pipe_*", "sock_*", NULL };
+	static const char *const must[] = { "__x64_sys_getpgid", "__x64_sys_getpriority", NULL };
+	static const size_t sizes[] = { 1, 20, 200, 0 /* all */ };
+	unsigned long addr[2] = { ksym_addr("__x64_sys_getpgid"),
+				  ksym_addr("__x64_sys_getpriority") };
+	struct churn_slot slots[CHURN_LINKS] = {};
+	__u64 state = 0x9e3779b97f4a7c15ULL, *cookies = NULL;
+	size_t fidx[2] = { SIZE_MAX, SIZE_MAX };
+	int bad = 0, joins = 0, leaves = 0;
+	struct func_set set = {};
+	__u32 *ids = NULL;
+	struct btf *btf;
+	char why[160];
+
+	btf = btf__load_vmlinux_btf();
+	check(btf && addr[0] && addr[1], "vmlinux BTF, getpgid and getpriority");
+	if (!btf || !addr[0] || !addr[1])
+		return;
+	if (func_set_collect_args(&set, btf, some, must, 1500, 6) || set.cnt < 500) {
+		check(0, "function set for the churn test (%zu functions)", set.cnt);
+		goto out;
+	}
+	for (size_t j = 0; j < set.cnt; j++)
+		for (int f = 0; f < 2; f++)
+			if (!strcmp(set.names[j], must[f]))
+				fidx[f] = j;
+	ids = calloc(set.cnt, sizeof(*ids));
+	cookies = calloc(set.cnt, sizeof(*cookies));
+	check(ids && cookies && fidx[0] != SIZE_MAX && fidx[1] != SIZE_MAX,
+	      "%zu functions, getpgid and getpriority among them", set.cnt);
+	if (!ids || !cookies || fidx[0] == SIZE_MAX || fidx[1] == SIZE_MAX)
+		goto out;
+	for (int s = 0; s < CHURN_LINKS; s++) {
+		slots[s].obj = counter_load(obj_path, "fentry_multi", getpid(), &slots[s].prog);
+		if (!slots[s].obj) {
+			check(0, "program %d loads", s);
+			goto out;
+		}
+	}
+	for (long r = 0; r < rounds && !bad; r++) {
+		struct churn_slot *sl = &slots[churn_rand(&state) % CHURN_LINKS];
+		size_t want, n = 0;
+
+		if (sl->link) {
+			bpf_link__destroy(sl->link);
+			sl->link = NULL;
+			leaves++;
+		} else {
+			want = sizes[churn_rand(&state) % 4] ?: set.cnt;
+			for (size_t j = 0; j < set.cnt; j++) {
+				if (churn_rand(&state) % set.cnt >= want)
+					continue;
+				ids[n] = set.ids[j];
+				cookies[n] = (__u64)(r + 1) << 32 | j;
+				n++;
+			}
+			if (!n) {	/* at least one function, sometimes getpgid */
+				ids[0] = set.ids[fidx[r & 1]];
+				cookies[0] = (__u64)(r + 1) << 32 | fidx[r & 1];
+				n = 1;
+			}
+			sl->cookie[0] = sl->cookie[1] = 0;
+			for (size_t i = 0; i < n; i++)
+				for (int f = 0; f < 2; f++)
+					if (ids[i] == set.ids[fidx[f]])
+						sl->cookie[f] = cookies[i];
+			sl->link = attach_global(sl->prog, ids, cookies, n);
+			sl->cnt = n;
+			if (!sl->link) {
+				check(0, "round %ld: global link on %zu functions (%s)", r, n,
+				      strerror(errno));
+				bad = 1;
+				break;
+			}
+			joins++;
+		}
+		if (!churn_check(slots, addr, why, sizeof(why))) {
+			check(0, "round %ld, after %s a link of %zu functions: %s", r,
+			      sl->link ? "attaching" : "detaching", sl->cnt, why);
+			bad = 1;
+		}
+	}
+	check(!bad, "%ld changes (%d links attached, %d detached, up to %d at once, "
+	      "1 to %zu functions each): counts and cookies exact after every change",
+	      rounds, joins, leaves, CHURN_LINKS, set.cnt);
+	for (int s = 0; s < CHURN_LINKS; s++) {
+		bpf_link__destroy(slots[s].link);
+		slots[s].link = NULL;
+	}
+	bad = !churn_check(slots, addr, why, sizeof(why));
+	check(!bad, "nothing counted after the last detach%s%s", bad ? ": " : "", bad ? why : "");
+out:
+	for (int s = 0; s < CHURN_LINKS; s++)
+		bpf_object__close(slots[s].obj);
+	free(ids);
+	free(cookies);
+	func_set_free(&set);
 	btf__free(btf);
 }
 
@@ -918,6 +1091,8 @@ int main(int argc, char **argv)
 		test_args();
 	else if (!strcmp(cmd, "rollback"))
 		test_rollback();
+	else if (!strcmp(cmd, "churn"))
+		test_churn(n);
 	else if (!strcmp(cmd, "coexist"))
 		test_coexist(n);
 	else if (!strcmp(cmd, "ipmodify"))
@@ -927,7 +1102,7 @@ int main(int argc, char **argv)
 			    has_arg(argc, argv, "per-function") ? 0 : BPF_F_TRACING_MULTI_GLOBAL,
 			    has_arg(argc, argv, "all-cpus"));
 	else {
-		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|coexist|ipmodify|stress [N] [per-function] [all-cpus]\n",
+		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|stress [N] [per-function] [all-cpus]\n",
 			argv[0]);
 		return 2;
 	}

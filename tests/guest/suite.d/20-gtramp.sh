@@ -8,6 +8,7 @@ if on ours; then
 	run gtramp-all "$bin/gtramp" all 300
 	run gtramp-args "$bin/gtramp" args
 	run gtramp-rollback "$bin/gtramp" rollback
+	run gtramp-churn "$bin/gtramp" churn 60
 	run gtramp-coexist "$bin/gtramp" coexist 500
 	run gtramp-ipmodify "$bin/gtramp" ipmodify 500
 	run gtramp-stress "$bin/gtramp" stress 10
