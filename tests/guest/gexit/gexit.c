@@ -693,10 +693,35 @@ out:
 	bpf_object__close(fobj);
 }
 
+/* The name of a text symbol that starts at @addr, into @sym; 0 if none does. */
+static int ksym_at(unsigned long addr, char *sym, size_t symlen)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	char line[512], name[256], type;
+	unsigned long a;
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %c %255s", &a, &type, name) == 3 && a == addr &&
+		    (type == 't' || type == 'T')) {
+			size_t n = strnlen(name, symlen - 1);
+
+			memcpy(sym, name, n);
+			sym[n] = 0;
+			found = 1;
+		}
+	fclose(f);
+	return found;
+}
+
 /*
  * Where ftrace sends @func's site, from enabled_functions ("FUNC (N) ... D" then
  * "\tdirect-->SYM+0xOFF/0xSIZE"): the symbol into @sym and the offset, or -1 when the
- * function has no direct call.
+ * function has no direct call. BPF images count their end address as theirs (a return
+ * address after a final call), so the first stub of a page that directly follows another
+ * image prints as that image's SYM+SIZE/SIZE: name the symbol that starts there instead.
  */
 static long site_target(const char *func, char *sym, size_t symlen)
 {
@@ -720,6 +745,9 @@ static long site_target(const char *func, char *sym, size_t symlen)
 		if (sscanf(arrow + 3, "%127[^+]+%lx/%lx", name, &off, &size) == 3) {
 			snprintf(sym, symlen, "%s", name);
 			ret = off;
+			if (off == size && ksym_addr(name) &&
+			    ksym_at(ksym_addr(name) + off, sym, symlen))
+				ret = 0;
 		}
 		break;
 	}

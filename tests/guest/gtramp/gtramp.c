@@ -1078,6 +1078,10 @@ int main(int argc, char **argv)
 	strcpy(kmod_path, gexit_path);
 	strcat(gexit_path, "/gexit.bpf.o");
 	strcat(kmod_path, "/gtramp_kmod.ko");
+	/* A module built for another kernel build (tests/guest/kasan.sh: the KASAN one). */
+	if (getenv("BPFMUX_KMOD_DIR"))
+		snprintf(kmod_path, sizeof(kmod_path), "%.4000s/gtramp_kmod.ko",
+			 getenv("BPFMUX_KMOD_DIR"));
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 	if (!strcmp(cmd, "probe"))
 		return test_probe();
