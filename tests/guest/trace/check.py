@@ -473,9 +473,13 @@ class Running:
     def __init__(self, args):
         print(f"  running {' '.join(args)}")
         self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # One thread per pipe owns it to the end: nothing else reads or closes them.
         self.err = []
-        self.reader = threading.Thread(target=lambda: self.err.extend(self.p.stderr), daemon=True)
-        self.reader.start()
+        self.outs = []
+        self.readers = [threading.Thread(target=lambda: self.err.extend(self.p.stderr), daemon=True),
+                        threading.Thread(target=lambda: self.outs.extend(self.p.stdout), daemon=True)]
+        for t in self.readers:
+            t.start()
         self.out = ""
 
     def wait_for(self, cond, timeout=300, interval=0.2):
@@ -490,16 +494,16 @@ class Running:
         """Sends sig, waits for the exit; returns (exit status, seconds it took)."""
         t0 = time.monotonic()
         self.p.send_signal(sig)
-        # communicate() reads stderr too, racing the reader thread: keep what it got.
         try:
-            self.out, rest = self.p.communicate(timeout=timeout)
+            self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.p.kill()
-            self.out, rest = self.p.communicate()
+            self.p.wait()
             check(False, f"bpfmux trace did not stop within {timeout} s of signal {sig}")
-        self.reader.join(10)
-        if rest:
-            self.err.extend(rest.splitlines(keepends=True))
+        for t in self.readers:
+            t.join(10)
+            check(not t.is_alive(), "bpfmux trace's output ended with it")
+        self.out = "".join(self.outs)
         for line in self.err:
             print(f"  stderr: {line.rstrip()}")
         return self.p.returncode, time.monotonic() - t0
