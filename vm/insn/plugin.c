@@ -18,7 +18,7 @@
  *
  * Output (out=PATH, appended; one write(2) per record, so a reader in the guest sees a
  * whole record as soon as the END marker has executed):
- *   window VCPU COUNT NPROF LOOKUPS MISSES UNCHAINED\n
+ *   window VCPU COUNT NPROF LOOKUPS MISSES UNCHAINED TRANSLATED\n
  *                                       then NPROF lines "VADDR_HEX EXECUTIONS\n"
  *   error VCPU TEXT\n                   (END without BEGIN, a second profile, ...)
  *
@@ -52,7 +52,9 @@
  * through goes back to its main loop. A window reports its LOOKUPS, the MISSES of a
  * model of the jump cache (QEMU 7.2's hash, updated on every lookup; it does not know of
  * QEMU's own flushes, after which real misses are more) and the UNCHAINED entries: layout
- * properties of the code, which its instruction count does not see.
+ * properties of the code, which its instruction count does not see. TRANSLATED is the
+ * number of blocks translated while the window was open, by any vCPU: in a loop that ran
+ * before, code being rewritten or flushed.
  *
  * Arguments: out=PATH (required).
  */
@@ -102,6 +104,7 @@ struct vcpu {
 	uint64_t begin;		/* count at this window's BEGIN; valid if open */
 	uint64_t lookups, misses, unchained;	/* see "Dispatch" at the top */
 	uint64_t lookups0, misses0, unchained0;	/* ... at BEGIN */
+	uint64_t trans0;	/* translations (all vCPUs) at BEGIN */
 	struct block *prev;	/* the block this vCPU executed last */
 	uint64_t *jc;		/* model of QEMU's jump cache: a target address per entry */
 	int open;
@@ -115,6 +118,8 @@ struct vcpu {
 static struct vcpu *vcpus;
 static int nvcpus;
 static int out_fd = -1;
+/* blocks translated so far, by every vCPU (the 7.2 API does not say which) */
+static uint64_t ntrans;
 
 /* The profile: one vCPU at a time; blocks it ran, found through their generation. */
 static int prof_vcpu = -1;
@@ -296,8 +301,9 @@ static char *profile_text(struct vcpu *v, struct block *b, uint32_t idx, uint64_
 	if (!buf)
 		die_oom();
 	off = snprintf(buf, cap, "window %u %" PRIu64 " %zu %" PRIu64 " %" PRIu64 " %" PRIu64
-		       "\n", cpu, count, nonzero, v->lookups - v->lookups0, v->misses - v->misses0,
-		       v->unchained - v->unchained0);
+		       " %" PRIu64 "\n", cpu, count, nonzero, v->lookups - v->lookups0,
+		       v->misses - v->misses0, v->unchained - v->unchained0,
+		       __atomic_load_n(&ntrans, __ATOMIC_RELAXED) - v->trans0);
 	for (i = 0; i < h.cap; i++)
 		if (h.busy[i] && h.cnt[i])
 			off += snprintf(buf + off, cap - off, "%" PRIx64 " %" PRId64 "\n", h.addr[i],
@@ -332,6 +338,7 @@ static void on_mark(unsigned int cpu, void *udata)
 		v->lookups0 = v->lookups;
 		v->misses0 = v->misses;
 		v->unchained0 = v->unchained;
+		v->trans0 = __atomic_load_n(&ntrans, __ATOMIC_RELAXED);
 		if (s->mark == MARK_BEGIN_PROFILE) {
 			if (prof_vcpu >= 0) {
 				len = snprintf(line, sizeof(line),
@@ -371,8 +378,10 @@ static void on_mark(unsigned int cpu, void *udata)
 			return;
 		}
 		len = snprintf(line, sizeof(line), "window %u %" PRIu64 " 0 %" PRIu64 " %" PRIu64
-			       " %" PRIu64 "\n", cpu, here - v->begin, v->lookups - v->lookups0,
-			       v->misses - v->misses0, v->unchained - v->unchained0);
+			       " %" PRIu64 " %" PRIu64 "\n", cpu, here - v->begin,
+			       v->lookups - v->lookups0, v->misses - v->misses0,
+			       v->unchained - v->unchained0,
+			       __atomic_load_n(&ntrans, __ATOMIC_RELAXED) - v->trans0);
 		emit(line, len);
 		return;
 	default:
@@ -425,6 +434,7 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 	(void)id;
 
+	__atomic_fetch_add(&ntrans, 1, __ATOMIC_RELAXED);
 	if (!b)
 		die_oom();
 	b->ninsns = n;

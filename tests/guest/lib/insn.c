@@ -100,7 +100,7 @@ static char *line_end(char *p, char *end, size_t n)
 
 int insn_read(struct insn_window *w)
 {
-	unsigned long long count, lookups = 0, misses = 0, unchained = 0;
+	unsigned long long count, lookups = 0, misses = 0, unchained = 0, translated = 0;
 	unsigned int cpu;
 	size_t nprof;
 	char *end, *rec_end, *p;
@@ -133,10 +133,10 @@ int insn_read(struct insn_window *w)
 		buf_len = end - p;
 		return -1;
 	}
-	/* an older plugin writes no dispatch counts */
-	fields = sscanf(buf, "window %u %llu %zu %llu %llu %llu", &cpu, &count, &nprof, &lookups,
-			&misses, &unchained);
-	if (fields != 3 && fields != 6) {
+	/* an older plugin writes no dispatch counts, or no translations */
+	fields = sscanf(buf, "window %u %llu %zu %llu %llu %llu %llu", &cpu, &count, &nprof,
+			&lookups, &misses, &unchained, &translated);
+	if (fields != 3 && fields != 6 && fields != 7) {
 		fprintf(stderr, "insn: unexpected record '%.*s'\n", (int)(p - buf - 1), buf);
 		return -1;
 	}
@@ -154,10 +154,11 @@ int insn_read(struct insn_window *w)
 	}
 	w->cpu = cpu;
 	w->count = count;
-	w->dispatch = fields == 6;
+	w->dispatch = fields >= 6;
 	w->lookups = lookups;
 	w->misses = misses;
 	w->unchained = unchained;
+	w->translated = translated;
 	if (nprof) {
 		w->prof = calloc(nprof, sizeof(*w->prof));
 		if (!w->prof) {

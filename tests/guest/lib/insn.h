@@ -54,6 +54,11 @@ struct insn_window {
 	 */
 	int dispatch;
 	uint64_t lookups, misses, unchained;
+	/*
+	 * Blocks QEMU translated during the window, on any vCPU (0 from an older plugin): in
+	 * a steady loop, more than none means code is being rewritten or flushed.
+	 */
+	uint64_t translated;
 	size_t nprof;		/* profile windows: one entry per address executed */
 	struct insn_pc *prof;
 };
