@@ -5,6 +5,7 @@
 #   - the installed qemu-system-x86_64 loads it; bad arguments are refused with our message
 #   - vm/run --insn fails with one clear line on a QEMU without plugin support and on a
 #     missing header
+#   - bench/jcmiss/jcmiss.sh (real jump-cache misses) has usage and refuses bad arguments
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
@@ -56,6 +57,26 @@ BPFMUX_QEMU_PLUGIN_H=$tmp/none/qemu-plugin.h "$repo/vm/run" --kernel "$tmp/bzIma
 rc=$?
 check "vm/run --insn with the header missing: exit 125 (got $rc)" test "$rc" = 125
 check "... and one line saying so: $(head -c 200 "$tmp/err")" one_line "$tmp/err" 'qemu-plugin.h: no such file'
+
+# bench/jcmiss/jcmiss.sh (the real jump-cache misses of a running guest): its arguments
+jc=$repo/bench/jcmiss/jcmiss.sh
+"$jc" --help >"$tmp/out" 2>&1 && grep -q '^usage: bench/jcmiss/jcmiss.sh' "$tmp/out" &&
+	grep -q '^example' "$tmp/out"
+check "jcmiss --help: exit 0, usage and an example" test $? = 0
+jc_refuses() { # jc_refuses WHAT PATTERN ARGS...: exit 1 and one line matching PATTERN
+	local what=$1 pattern=$2 rc
+	shift 2
+	"$jc" "$@" 2>"$tmp/err"
+	rc=$?
+	if [ "$rc" = 1 ] && one_line "$tmp/err" "$pattern"; then
+		ok "jcmiss $what: exit 1 and one line"
+	else
+		bad "jcmiss $what: exit $rc, '$(head -c 200 "$tmp/err")'"
+	fi
+}
+jc_refuses "with an unknown argument" "unknown argument '--bogus'" --bogus
+jc_refuses "without --pid or a command" 'give --pid PID or -- COMMAND' --seconds 1
+jc_refuses "with a missing System.map" 'none.map: no such file' --map "$tmp/none.map" --pid 1
 
 echo "insn-plugin checks: $passed passed, $failed failed"
 [ "$failed" = 0 ]
