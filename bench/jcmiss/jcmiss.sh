@@ -48,9 +48,16 @@ qemu=$(command -v qemu-system-x86_64) || fail "qemu-system-x86_64 not found"
 tmp=$(mktemp -d)
 probe=""
 cmdpid=""
+# perf probe mounts tracefs if it is not mounted: leave the host as it was
+tracing=/sys/kernel/tracing
+had_tracefs=0
+grep -q " $tracing tracefs " /proc/mounts && had_tracefs=1
 cleanup() {
 	[ -n "$probe" ] && perf probe -q -d "$probe" 2>/dev/null || true
 	[ -n "$cmdpid" ] && kill "$cmdpid" 2>/dev/null || true
+	if [ $had_tracefs = 0 ] && grep -q " $tracing tracefs " /proc/mounts; then
+		umount "$tracing" 2>/dev/null || true
+	fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
