@@ -19,7 +19,8 @@
 #   --seconds S     sample for S seconds (default 3)
 #   --map FILE      System.map to name guest addresses (default: $BPFMUX_CACHE/build/System.map)
 #   --top N         addresses to print (default 15)
-# Needs root, perf and uprobes on the host; removes its probe on exit.
+# Prints the misses, then the last lines of COMMAND's output. Needs root, perf and uprobes
+# on the host; removes its probe (and a tracefs mount perf made for it) on exit.
 # example (the trigger names each row as it starts it; 15 s for its attach and warm-up):
 #   bench/jcmiss/jcmiss.sh --after 'round 1/1' --delay 15 -- vm/run --smp 2 --single-thread \
 #       -- build/bench/trigger --long-runs --samples 30 --rounds 1 fsession.multi/global
@@ -66,8 +67,8 @@ perf probe -q -d 'probe_qemu*:jcmiss' 2>/dev/null || true
 # The search key is struct tb_desc, its first field the guest pc (QEMU 7.2).
 perf probe -q -x "$qemu" 'jcmiss=qht_lookup_custom pc=+0(%si):x64' 2>"$tmp/probe.log" ||
 	fail "cannot place a uprobe on qht_lookup_custom in $qemu: $(tail -n1 "$tmp/probe.log")"
-probe=probe_qemu_system_x86_64:jcmiss
-perf probe -l 2>/dev/null | grep -q "$probe" || probe=$(perf probe -l 2>/dev/null | awk '/jcmiss/{print $1; exit}')
+probe=$(perf probe -l 2>/dev/null | awk '/:jcmiss /{print $1; exit}')
+[ -n "$probe" ] || fail "perf probe placed no jcmiss probe (perf probe -l)"
 
 if [ $# -gt 0 ]; then
 	"$@" > "$tmp/out" 2>&1 &
@@ -96,7 +97,8 @@ sleep "$delay"
 perf record -q -a -e "$probe" -o "$tmp/perf.data" -- sleep "$seconds" 2>"$tmp/rec.log" ||
 	fail "perf record failed: $(tail -n1 "$tmp/rec.log")"
 perf script -i "$tmp/perf.data" -F pid,event,trace 2>/dev/null | python3 -c '
-import bisect, collections, sys
+import bisect, collections, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a closed pipe ends the listing quietly
 pid, seconds, top, mapfile = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 syms = []
 for line in open(mapfile):
@@ -127,5 +129,6 @@ for a, n in count.most_common(top):
 if [ -n "$cmdpid" ]; then
 	wait "$cmdpid" || true
 	cmdpid=""
-	grep -E 'M/s|±' "$tmp/out" || true
+	echo "--- the last lines of COMMAND's output:"
+	tail -n 15 "$tmp/out"
 fi
