@@ -319,7 +319,7 @@ fn unprivileged_text_backend_reads_build_ids_from_memory() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .expect("run this test binary as nobody (every directory on its path must let nobody in)");
     // A backend that opens the FIFO hangs: fail instead of waiting forever.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while child.try_wait().unwrap().is_none() {
