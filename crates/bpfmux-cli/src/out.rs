@@ -46,6 +46,39 @@ impl Write for Stdout {
     }
 }
 
+/// A JSON array written element by element as results come. `[` goes out
+/// with the first element, so a run that fails before it has any leaves
+/// standard output empty; one that fails later still closes the array.
+#[derive(Default)]
+pub struct JsonArray {
+    open: bool,
+}
+
+impl JsonArray {
+    /// Writes one element.
+    pub fn push(&mut self, out: &mut impl Write, v: &impl serde::Serialize) -> anyhow::Result<()> {
+        let text = serde_json::to_string(v)?;
+        let sep = if self.open { ",\n" } else { "[\n" };
+        write!(out, "{sep}  {text}")?;
+        self.open = true;
+        Ok(())
+    }
+
+    /// Ends the array after the run's `result`: `[]` if it succeeded with no
+    /// element, `]` if any was written (best effort after a failure, whose
+    /// error is what is returned).
+    pub fn end(self, out: &mut impl Write, result: anyhow::Result<()>) -> anyhow::Result<()> {
+        let tail = match (&result, self.open) {
+            (_, true) => "\n]\n",
+            (Ok(()), false) => "[]\n",
+            (Err(_), false) => "",
+        };
+        let written = out.write_all(tail.as_bytes()).and_then(|()| out.flush());
+        result?;
+        Ok(written?)
+    }
+}
+
 /// Whether `e` is standard output's reader having gone away (EPIPE with
 /// SIGPIPE not delivered): the output was cut short on purpose, as by
 /// `bpfmux ... | head`.

@@ -3,9 +3,10 @@
 use std::io::Write;
 
 use anyhow::Context as _;
-use bpfmux::normalize::{Backend, Mapping, Normalizer, Options, VmaFilter};
+use bpfmux::normalize::{display_name, Backend, Mapping, Normalizer, Options, VmaFilter};
 
 use crate::input::Addrs;
+use crate::out::JsonArray;
 
 /// Show mappings of a process, or normalize addresses (mapping, file offset,
 /// build ID per address) using PROCMAP_QUERY with a text fallback.
@@ -14,7 +15,11 @@ use crate::input::Addrs;
 Both backends report the same mappings. Names are shown as the kernel's
 /proc/PID/maps text shows them: a newline in a file name is written \\012
 (the ioctl backend's raw name is escaped the same way), \" (deleted)\" follows
-an unlinked file. The [vsyscall] page is not a VMA of the process (the
+an unlinked file. Names are bytes: a byte that is not part of valid UTF-8
+is written \\xNN (two hex digits), in the text and the JSON output alike.
+With --json a run that fails prints the error on standard error and, on
+standard output, nothing or (when it fails midway) a closed array of the
+answers so far. The [vsyscall] page is not a VMA of the process (the
 PROCMAP_QUERY ioctl cannot return it), so neither backend lists it and its
 addresses are unmapped. Build IDs of deleted and memfd files: the ioctl
 backend gets them from the kernel; the text backend opens the file through
@@ -89,25 +94,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // JSON: one array of {addr, file_offset, mapping}, written as batches
     // come (a mapping is repeated per address: batches share no indices).
-    let mut first = true;
-    if args.json {
-        writeln!(out, "[")?;
-    }
-    Addrs::from_args(&args.addrs, false)?.for_each_batch(|batch| {
+    let mut json = JsonArray::default();
+    let result = Addrs::from_args(&args.addrs, false)?.for_each_batch(|batch| {
         let norm = n
             .normalize(args.pid, batch, filter)
             .context("normalizing")?;
         for (i, a) in norm.addrs.iter().enumerate() {
             let m = norm.mapping_of(i);
             if args.json {
-                let v = serde_json::json!({
-                    "addr": format!("{:#x}", a.addr),
-                    "file_offset": a.resolved.map(|r| format!("{:#x}", r.file_offset)),
-                    "mapping": m,
-                });
-                let sep = if first { "" } else { ",\n" };
-                write!(out, "{sep}  {v}")?;
-                first = false;
+                json.push(
+                    &mut out,
+                    &AddrJson {
+                        addr: format!("{:#x}", a.addr),
+                        file_offset: a.resolved.map(|r| format!("{:#x}", r.file_offset)),
+                        mapping: m,
+                    },
+                )?;
                 continue;
             }
             match (a.resolved, m) {
@@ -123,18 +125,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         out.flush()?;
         Ok(())
-    })?;
+    });
     if args.json {
-        writeln!(out, "{}]", if first { "" } else { "\n" })?;
+        return json.end(&mut out, result);
     }
+    result?;
     Ok(())
+}
+
+/// One normalized address in `--json` output (numbers as `0x…` strings).
+#[derive(serde::Serialize)]
+struct AddrJson<'a> {
+    addr: String,
+    file_offset: Option<String>,
+    mapping: Option<&'a Mapping>,
 }
 
 fn mapping_line(m: &Mapping) -> String {
     let name = m
         .name
         .as_ref()
-        .map(|p| p.display().to_string())
+        .map(|p| display_name(p).into_owned())
         .unwrap_or_default();
     let build_id = m
         .build_id

@@ -3,9 +3,11 @@
 use std::io::Write;
 
 use anyhow::bail;
+use bpfmux::normalize::display_name;
 use bpfmux::symbolize::{KernelSymbolizer, SymResult, SymbolKind, Symbolized, UserSymbolizer};
 
 use crate::input::Addrs;
+use crate::out::JsonArray;
 
 /// Symbolize user addresses of a process or kernel addresses.
 #[derive(clap::Args)]
@@ -18,6 +20,8 @@ answer (.symtab, .dynsym, the debug file's .symtab), PLT stubs as NAME@plt;
 [vdso] addresses are looked up in the process's vDSO image. The legacy
 [vsyscall] page is not a mapping of the process (see bpfmux maps --help):
 its addresses are unmapped. Kernel data objects are marked (data).
+File names that are not UTF-8 show each such byte as \\xNN, in the text and
+the JSON output alike.
 
 Addresses are hexadecimal (0x7f3a12345678 or 7f3a12345678). With none, or
 with '-', they are read from standard input (whitespace-separated, '#'
@@ -55,31 +59,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         _ => bail!("give exactly one of --pid PID or --kernel"),
     };
     let mut out = crate::out::stdout();
-    // JSON: one array, written element by element as batches come.
-    let mut first = true;
-    if args.json {
-        writeln!(out, "[")?;
-    }
-    addrs.for_each_batch(|batch| {
+    let mut json = JsonArray::default();
+    let result = addrs.for_each_batch(|batch| {
         let syms = match &mut target {
             Target::User(pid, u) => u.symbolize(*pid, batch)?,
             Target::Kernel(k) => k.symbolize(batch),
         };
         for s in &syms {
             if args.json {
-                let sep = if first { "" } else { ",\n" };
-                write!(out, "{sep}  {}", serde_json::to_string(s)?)?;
-                first = false;
+                json.push(&mut out, s)?;
             } else {
                 writeln!(out, "{}", line(s))?;
             }
         }
         out.flush()?;
         Ok(())
-    })?;
+    });
     if args.json {
-        writeln!(out, "{}]", if first { "" } else { "\n" })?;
+        return json.end(&mut out, result);
     }
+    result?;
     Ok(())
 }
 
@@ -89,7 +88,7 @@ fn line(s: &Symbolized) -> String {
             let module = sym
                 .module
                 .as_ref()
-                .map(|m| format!(" [{}]", m.display()))
+                .map(|m| format!(" [{}]", display_name(m)))
                 .unwrap_or_default();
             let data = if sym.kind == SymbolKind::Data {
                 " (data)"
@@ -120,7 +119,7 @@ fn line(s: &Symbolized) -> String {
         } => {
             let module = module
                 .as_ref()
-                .map(|m| m.display().to_string())
+                .map(|m| display_name(m).into_owned())
                 .unwrap_or_default();
             format!(
                 "{:#x}  ?? ({module} file+{file_offset:#x}: {reason})",
@@ -133,8 +132,8 @@ fn line(s: &Symbolized) -> String {
 
 fn at(file: Option<&std::path::Path>, line: Option<u32>) -> String {
     match (file, line) {
-        (Some(f), Some(l)) => format!(" at {}:{l}", f.display()),
-        (Some(f), None) => format!(" at {}", f.display()),
+        (Some(f), Some(l)) => format!(" at {}:{l}", display_name(f)),
+        (Some(f), None) => format!(" at {}", display_name(f)),
         _ => String::new(),
     }
 }

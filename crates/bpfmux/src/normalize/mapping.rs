@@ -1,7 +1,8 @@
 //! What normalization returns: mappings (VMAs) and per-address results.
 
+use std::borrow::Cow;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Serialize, Serializer};
 
@@ -133,6 +134,50 @@ pub fn unescaped_candidates(name: &std::path::Path) -> Vec<PathBuf> {
     out
 }
 
+/// A name as text: each byte that is not part of valid UTF-8 is written
+/// `\xNN` (two lowercase hex digits); everything else is kept. File names
+/// are bytes, JSON strings are Unicode: this is how `--json` output (and
+/// `bpfmux sym`'s text) shows names that are not UTF-8.
+pub fn display_name(name: &Path) -> Cow<'_, str> {
+    use std::fmt::Write as _;
+    use std::os::unix::ffi::OsStrExt;
+    let mut rest = name.as_os_str().as_bytes();
+    let mut out = String::new();
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(s) if out.is_empty() => return Cow::Borrowed(s),
+            Ok(s) => {
+                out.push_str(s);
+                return Cow::Owned(out);
+            }
+            Err(e) => {
+                let (ok, bad) = rest.split_at(e.valid_up_to());
+                // The first `valid_up_to` bytes are UTF-8.
+                out.push_str(std::str::from_utf8(ok).unwrap_or_default());
+                let n = e.error_len().unwrap_or(bad.len());
+                for b in &bad[..n] {
+                    let _ = write!(out, "\\x{b:02x}");
+                }
+                rest = &bad[n..];
+            }
+        }
+    }
+}
+
+/// Serializes a path as [`display_name`] shows it (serde's own `Path`
+/// serializer fails on names that are not UTF-8).
+pub(crate) fn path_text<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&display_name(p))
+}
+
+/// [`path_text`] for optional paths.
+pub(crate) fn opt_path_text<S: Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+    match p {
+        Some(p) => path_text(p, s),
+        None => s.serialize_none(),
+    }
+}
+
 /// One VMA of a process, as the kernel reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Mapping {
@@ -156,6 +201,8 @@ pub struct Mapping {
     /// Backing file path (with " (deleted)" if unlinked), or a special name
     /// like `[heap]`, `[vdso]`, `[anon:name]`; `None` for plain anonymous.
     /// As the text maps file shows it: a newline is `\012` ([`escape_name`]).
+    /// In JSON, bytes that are not UTF-8 are `\xNN` ([`display_name`]).
+    #[serde(serialize_with = "opt_path_text")]
     pub name: Option<PathBuf>,
     /// ELF build ID of the backing file, when asked for and present.
     pub build_id: Option<BuildId>,

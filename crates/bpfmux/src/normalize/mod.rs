@@ -31,10 +31,12 @@ pub use build_id::read as read_build_id;
 pub use build_id::{MappedImage, ReadAt};
 pub use error::NormalizeError;
 pub use mapping::{
-    escape_name, BuildId, Mapping, Normalized, NormalizedAddr, Perms, Resolved, BUILD_ID_MAX,
+    display_name, escape_name, BuildId, Mapping, Normalized, NormalizedAddr, Perms, Resolved,
+    BUILD_ID_MAX,
 };
 
 pub(crate) use mapping::hex as serialize_hex;
+pub(crate) use mapping::opt_path_text;
 
 use kept_maps::KeptMaps;
 use procmap_query::{QueryBuf, Want};

@@ -25,11 +25,14 @@ pub struct Symbol {
     #[serde(rename = "symbol_kind")]
     pub kind: SymbolKind,
     /// Source file and line, where DWARF has them (with inlined calls:
-    /// the line of the outermost call).
+    /// the line of the outermost call). Paths are text in JSON as
+    /// [`crate::normalize::display_name`] writes them.
+    #[serde(serialize_with = "crate::normalize::opt_path_text")]
     pub file: Option<PathBuf>,
     /// See `file`.
     pub line: Option<u32>,
     /// Binary or kernel module the symbol is in (`None`: vmlinux).
+    #[serde(serialize_with = "crate::normalize::opt_path_text")]
     pub module: Option<PathBuf>,
     /// Functions inlined at this address, outermost first; each frame's
     /// file and line are where the address is within that function.
@@ -54,6 +57,7 @@ pub struct InlinedFrame {
     /// The inlined function.
     pub name: String,
     /// Where the address is within it, when DWARF says.
+    #[serde(serialize_with = "crate::normalize::opt_path_text")]
     pub file: Option<PathBuf>,
     /// See `file`.
     pub line: Option<u32>,
@@ -68,6 +72,7 @@ pub enum SymResult {
     /// Mapped, but no symbol covers it (stripped binary, JIT code, vdso...).
     NoSymbol {
         /// The mapped file.
+        #[serde(serialize_with = "crate::normalize::opt_path_text")]
         module: Option<PathBuf>,
         /// The address's offset in it.
         #[serde(serialize_with = "crate::normalize::serialize_hex")]

@@ -1,0 +1,109 @@
+//! What `bpfmux maps` and `bpfmux sym` print for names that are bytes, not
+//! text, on failed `--json` runs, and for addresses streamed on standard
+//! input by a caller who waits for each answer. Runs on the host (as root:
+//! reads other processes' maps).
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+fn bpfmux() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bpfmux"))
+}
+
+/// A scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("bpfmux-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child killed on drop.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start of the executable mapping of `pid` whose name contains `part`,
+/// once exec has mapped it.
+fn code_start(pid: u32, part: &[u8]) -> u64 {
+    for _ in 0..400 {
+        let maps = std::fs::read(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let hit = maps.split(|&b| b == b'\n').find(|l| {
+            l.windows(6).any(|w| w == b" r-xp ") && l.windows(part.len()).any(|w| w == part)
+        });
+        if let Some(l) = hit {
+            let l = String::from_utf8_lossy(l);
+            return u64::from_str_radix(l.split('-').next().unwrap(), 16).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("{} never mapped", String::from_utf8_lossy(part));
+}
+
+#[test]
+fn names_that_are_not_utf8_come_out_escaped_in_json() {
+    let dir = Scratch::new("bytes");
+    let exe = dir.0.join(OsStr::from_bytes(b"sl\xffeep"));
+    std::fs::copy("/bin/sleep", &exe).unwrap();
+    let child = Kill(Command::new(&exe).arg("600").spawn().unwrap());
+    let pid = child.0.id();
+    let code = code_start(pid, b"sl\xffeep");
+    let pid = pid.to_string();
+    let addr = format!("{:#x}", code + 0x10);
+    for args in [
+        vec!["maps", "--pid", &pid, "--json"],
+        vec!["maps", "--pid", &pid, "--json", &addr],
+        vec!["sym", "--pid", &pid, "--json", &addr],
+    ] {
+        let out = bpfmux().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {:?} {stderr}", out.status);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {stderr}"));
+        let text = v.to_string();
+        assert!(text.contains(r"sl\\xffeep"), "{args:?}: {text}");
+    }
+    // The text output escapes the same way.
+    let out = bpfmux()
+        .args(["sym", "--pid", &pid, &addr])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(r"sl\xffeep"));
+}
+
+#[test]
+fn a_failed_json_run_leaves_no_open_array() {
+    // No such process (above the largest pid_max).
+    for verb in ["sym", "maps"] {
+        let out = bpfmux()
+            .args([verb, "--pid", "4194303", "--json", "0x1000"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{verb}");
+        assert!(!out.stderr.is_empty(), "{verb}: no message");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.is_empty() || serde_json::from_str::<serde_json::Value>(&stdout).is_ok(),
+            "{verb}: stdout is {stdout:?}"
+        );
+    }
+}
