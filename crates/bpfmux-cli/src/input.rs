@@ -1,9 +1,13 @@
 //! Input the user hands us: files read with a size limit (`-f /dev/zero`
 //! must fail, not fill memory) and addresses streamed from standard input
-//! in fixed-size batches, so a million addresses take bounded memory.
+//! in batches of bounded size, so a million addresses take bounded memory;
+//! a batch also ends when the input pauses, so a caller who waits for each
+//! answer gets it.
 
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 
@@ -12,8 +16,12 @@ use crate::parse::parse_addr;
 /// Largest text input file (`trace -f`): far beyond any real pattern list.
 pub const MAX_TEXT_FILE: u64 = 16 << 20;
 
-/// Longest line of an address stream.
-const MAX_LINE: u64 = 64 << 10;
+/// Longest line of an address stream (stated in `bpfmux sym --help`).
+pub const MAX_LINE: u64 = 64 << 10;
+
+/// How long the input may pause before the addresses read so far are
+/// answered.
+const IDLE: Duration = Duration::from_millis(50);
 
 /// Addresses symbolized or normalized per batch when streaming.
 pub const BATCH: usize = 4096;
@@ -48,19 +56,45 @@ pub fn read_text(path: &Path, limit: u64) -> anyhow::Result<String> {
     String::from_utf8(buf).with_context(|| format!("{} is not UTF-8 text", what()))
 }
 
+/// A reader that can say whether more input is at hand.
+pub trait Pending: Read {
+    /// Whether a read would return data (or end of input) within
+    /// `timeout`. Memory always has its data at hand.
+    fn ready(&self, _timeout: Duration) -> bool {
+        true
+    }
+}
+
+impl Pending for &[u8] {}
+
+impl Pending for std::fs::File {
+    fn ready(&self, timeout: Duration) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd for the call's duration. An error
+        // (EINTR) counts as ready: the read that follows decides.
+        unsafe { libc::poll(&mut p, 1, ms) != 0 }
+    }
+}
+
 /// Addresses from a reader: whitespace-separated, any number per line,
-/// `#` starts a comment. Yields batches of at most [`BATCH`] addresses.
+/// `#` starts a comment. Yields batches of at most [`BATCH`] addresses; a
+/// batch ends early when the input pauses for [`IDLE`] after a line.
 pub struct AddrStream<R> {
-    reader: R,
+    reader: BufReader<R>,
     line: Vec<u8>,
     lineno: u64,
     done: bool,
 }
 
-impl<R: BufRead> AddrStream<R> {
+impl<R: Pending> AddrStream<R> {
     pub fn new(reader: R) -> Self {
         Self {
-            reader,
+            reader: BufReader::new(reader),
             line: Vec::new(),
             lineno: 0,
             done: false,
@@ -71,6 +105,13 @@ impl<R: BufRead> AddrStream<R> {
     pub fn next_batch(&mut self, out: &mut Vec<u64>) -> anyhow::Result<()> {
         out.clear();
         while !self.done && out.len() < BATCH {
+            // Nothing buffered and nothing coming: answer what we have.
+            if !out.is_empty()
+                && self.reader.buffer().is_empty()
+                && !self.reader.get_ref().ready(IDLE)
+            {
+                break;
+            }
             self.line.clear();
             let n = (&mut self.reader)
                 .take(MAX_LINE + 1)
@@ -130,7 +171,15 @@ impl Addrs {
         match self {
             Self::Args(v) => v.chunks(BATCH).try_for_each(f),
             Self::Stdin => {
-                let mut s = AddrStream::new(io::stdin().lock());
+                // Our own buffer over the descriptor, so that what is
+                // buffered is known (to answer on a pause).
+                let fd = match io::stdin().as_fd().try_clone_to_owned() {
+                    Ok(fd) => fd,
+                    // Closed: no addresses, as std reads a closed stdin.
+                    Err(e) if e.raw_os_error() == Some(libc::EBADF) => return Ok(()),
+                    Err(e) => return Err(anyhow::Error::from(e).context("standard input")),
+                };
+                let mut s = AddrStream::new(std::fs::File::from(fd));
                 let mut batch = Vec::with_capacity(BATCH);
                 loop {
                     s.next_batch(&mut batch)?;
@@ -185,6 +234,39 @@ mod tests {
         let long = "0".repeat(MAX_LINE as usize + 10);
         let e = batches(&long).unwrap_err().to_string();
         assert!(e.contains("longer than"), "{e}");
+    }
+
+    #[test]
+    fn a_pause_ends_the_batch() {
+        use std::io::Write;
+        let mut fds = [0; 2];
+        // SAFETY: a fresh pipe; each end is owned by one File below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (r, mut w) = unsafe {
+            use std::os::fd::FromRawFd;
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        };
+        w.write_all(b"10 11\n").unwrap();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(2));
+            w.write_all(b"20\n").unwrap();
+        });
+        let mut s = AddrStream::new(r);
+        let mut b = Vec::new();
+        let t = std::time::Instant::now();
+        s.next_batch(&mut b).unwrap();
+        assert_eq!(
+            (b.as_slice(), t.elapsed() < Duration::from_secs(1)),
+            (&[0x10, 0x11][..], true)
+        );
+        s.next_batch(&mut b).unwrap();
+        assert_eq!(b, [0x20]);
+        writer.join().unwrap();
+        s.next_batch(&mut b).unwrap();
+        assert!(b.is_empty());
     }
 
     #[test]

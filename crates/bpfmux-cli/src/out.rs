@@ -46,9 +46,12 @@ impl Write for Stdout {
     }
 }
 
-/// A JSON array written element by element as results come. `[` goes out
-/// with the first element, so a run that fails before it has any leaves
-/// standard output empty; one that fails later still closes the array.
+/// A JSON array written element by element as results come, one element
+/// per line, each line complete as soon as it is written (`[` alone, then
+/// `  {…}`, then `, {…}` for every further one, `]` last), so a reader
+/// waiting line by line gets each answer at once. `[` goes out with the
+/// first element: a run that fails before it has any leaves standard output
+/// empty; one that fails later still closes the array.
 #[derive(Default)]
 pub struct JsonArray {
     open: bool,
@@ -58,8 +61,8 @@ impl JsonArray {
     /// Writes one element.
     pub fn push(&mut self, out: &mut impl Write, v: &impl serde::Serialize) -> anyhow::Result<()> {
         let text = serde_json::to_string(v)?;
-        let sep = if self.open { ",\n" } else { "[\n" };
-        write!(out, "{sep}  {text}")?;
+        let lead = if self.open { ", " } else { "[\n  " };
+        writeln!(out, "{lead}{text}")?;
         self.open = true;
         Ok(())
     }
@@ -69,7 +72,7 @@ impl JsonArray {
     /// error is what is returned).
     pub fn end(self, out: &mut impl Write, result: anyhow::Result<()>) -> anyhow::Result<()> {
         let tail = match (&result, self.open) {
-            (_, true) => "\n]\n",
+            (_, true) => "]\n",
             (Ok(()), false) => "[]\n",
             (Err(_), false) => "",
         };

@@ -4,10 +4,11 @@
 //! reads other processes' maps).
 
 use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::process::{Child, Command};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn bpfmux() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bpfmux"))
@@ -105,5 +106,77 @@ fn a_failed_json_run_leaves_no_open_array() {
             stdout.is_empty() || serde_json::from_str::<serde_json::Value>(&stdout).is_ok(),
             "{verb}: stdout is {stdout:?}"
         );
+    }
+}
+
+/// Writes one address at a time to `bpfmux sym` and waits for its answer,
+/// as a caller symbolizing a live stack would; then the target exits.
+#[test]
+fn streamed_addresses_are_answered_without_a_full_batch() {
+    let target = Kill(Command::new("sleep").arg("600").spawn().unwrap());
+    let pid = target.0.id();
+    let code = code_start(pid, b"/sleep");
+    let mut sym = Kill(
+        bpfmux()
+            .args(["sym", "--pid", &pid.to_string(), "--json"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = sym.0.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = sym.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    for k in 0..3u64 {
+        writeln!(stdin, "{:#x}", code + 0x40 * k).unwrap();
+        stdin.flush().unwrap();
+        let t = Instant::now();
+        // Each address is answered while the caller waits ("[" first).
+        loop {
+            let l = rx
+                .recv_timeout(Duration::from_secs(5).saturating_sub(t.elapsed()))
+                .unwrap_or_else(|_| panic!("address {k}: no answer within 5 s"));
+            let answer = l.contains("\"addr\"");
+            lines.push(l);
+            if answer {
+                break;
+            }
+        }
+    }
+    // The target goes away: what was answered stays; the last address is
+    // answered from the mappings already read, or the run says why not.
+    drop(target);
+    writeln!(stdin, "{code:#x}").unwrap();
+    drop(stdin);
+    let status = sym.0.wait().unwrap();
+    reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    let text = lines.join("\n");
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    let answers = v.as_array().map_or(0, Vec::len);
+    match status.code() {
+        Some(0) => assert_eq!(answers, 4, "{text}"),
+        Some(1) => assert_eq!(answers, 3, "{text}"),
+        other => panic!("exit {other:?}: {text}"),
+    }
+}
+
+#[test]
+fn help_states_the_input_line_limit() {
+    for verb in ["sym", "maps"] {
+        let out = bpfmux().args([verb, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("at most 64 KiB"), "{verb}: {help}");
     }
 }

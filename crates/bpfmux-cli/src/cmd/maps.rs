@@ -51,8 +51,9 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     json: bool,
-    /// Addresses to normalize (hex; '-': read from standard input); none:
-    /// list the mappings.
+    /// Addresses to normalize (hex; '-': read from standard input, lines of
+    /// at most 64 KiB, answered in batches and whenever the input pauses);
+    /// none: list the mappings.
     #[arg(value_name = "ADDR")]
     addrs: Vec<String>,
 }

@@ -25,7 +25,14 @@ the JSON output alike.
 
 Addresses are hexadecimal (0x7f3a12345678 or 7f3a12345678). With none, or
 with '-', they are read from standard input (whitespace-separated, '#'
-comments) and answered in batches as they come, so any number works.
+comments, lines of at most 64 KiB) and answered in batches as they come, so
+any number works; when the input pauses (50 ms), what has come is answered,
+so a caller can write one address and wait for its answer. With --json each
+answer is one line of the array ('[', then '  {...}', then ', {...}'), and a
+run that fails prints nothing, or the answers so far in a closed array, on
+standard output and the error on standard error. A process that exits
+meanwhile keeps the answers given; later ones come from the mappings
+already read, where they cover the address.
 
 Examples:
   bpfmux sym --pid 1234 0x55d0c0ffee00 0x7f3a12345678
