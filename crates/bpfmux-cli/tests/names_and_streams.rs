@@ -6,7 +6,6 @@
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,23 +13,9 @@ fn bpfmux() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bpfmux"))
 }
 
-/// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("bpfmux-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "../../bpfmux/tests/common/scratch.rs"]
+mod scratch;
+use scratch::Scratch;
 
 /// A child killed on drop.
 struct Kill(Child);

@@ -5,9 +5,10 @@
 //! Lookup rules: the smallest sized function symbol whose range covers the
 //! address wins (ties: global, then weak, then local; fewer leading
 //! underscores; name order). A PLT stub comes next. A size-0 function
-//! symbol names an address only in its own section and when nothing sized
-//! covers it — never across into the next section, which is how PLT stubs
-//! used to come out as `_init+0x100`.
+//! symbol names only its own address, when nothing sized covers it: what
+//! follows it is not known to be its code (padding after the last sized
+//! function used to come out as `__restore_rt+0xc2d34`), so an address no
+//! sized symbol covers has no name, as with llvm-symbolizer.
 
 use std::path::{Path, PathBuf};
 
@@ -42,7 +43,7 @@ pub enum ElfTableError {
 /// What kind of thing a name from the table is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryKind {
-    /// A function symbol (sized, or a size-0 one in its own section).
+    /// A function symbol (sized, or a size-0 one at its own address).
     Function,
     /// A synthesized `name@plt` stub.
     Plt,
@@ -79,8 +80,6 @@ enum PltTarget {
 #[derive(Debug)]
 struct ZeroSize {
     start: u64,
-    /// End of the symbol's section.
-    section_end: u64,
     name: String,
 }
 
@@ -160,14 +159,10 @@ impl ElfTable {
                 continue;
             }
             if s.size() == 0 {
-                let section = s.section_index().and_then(|i| obj.section_by_index(i).ok());
-                if let Some(sec) = section {
-                    self.zero_size.push(ZeroSize {
-                        start: s.address(),
-                        section_end: sec.address() + sec.size(),
-                        name: name.to_string(),
-                    });
-                }
+                self.zero_size.push(ZeroSize {
+                    start: s.address(),
+                    name: name.to_string(),
+                });
                 continue;
             }
             // object's is_global() is true for weak symbols too.
@@ -315,11 +310,11 @@ impl ElfTable {
                 return Some(hit(e, EntryKind::Plt));
             }
         }
-        let i = self.zero_size.partition_point(|u| u.start <= addr);
-        let u = &self.zero_size[i.checked_sub(1)?];
-        (addr < u.section_end).then(|| Hit {
+        let i = self.zero_size.partition_point(|u| u.start < addr);
+        let u = self.zero_size.get(i).filter(|u| u.start == addr)?;
+        Some(Hit {
             name: u.name.clone(),
-            offset: addr - u.start,
+            offset: 0,
             kind: EntryKind::Function,
         })
     }

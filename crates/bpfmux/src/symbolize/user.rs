@@ -206,8 +206,7 @@ fn kept_table(
 /// Whether blazesym's answer names the address: not one of the DWARF
 /// entries Debian's libc debug info places at address 0 (code never lives
 /// at offset 0, the ELF header does), and a symbol with a size that covers
-/// the address (size-0 symbols name whatever follows them, e.g. the PLT
-/// after `_init`).
+/// the address (a size-0 symbol covers nothing past its own address).
 fn usable(s: &Sym) -> bool {
     s.addr != 0 && s.size.is_some_and(|size| s.offset < size)
 }

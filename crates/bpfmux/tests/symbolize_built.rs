@@ -1,0 +1,138 @@
+//! Symbolization of small programs built here with the host's C and C++
+//! compilers, each made to show one shape of real binaries: padding after
+//! a size-0 label, a C function whose name a C++ demangler would accept,
+//! C++ functions split into hot and cold parts, symbols found only through
+//! `.gnu_debuglink`. Needs cc, c++ and binutils (objcopy, strip).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use bpfmux::symbolize::elf_table::ElfTable;
+use bpfmux::symbolize::{SymResult, UserSymbolizer};
+use object::{Object, ObjectSymbol};
+
+#[path = "common/scratch.rs"]
+mod scratch;
+use scratch::Scratch;
+
+/// Compiles `src` (`lang`: "c" or "c++") into an executable `name` in `dir`.
+fn build(dir: &Scratch, name: &str, lang: &str, src: &str, flags: &[&str]) -> PathBuf {
+    let (cc, ext) = if lang == "c++" {
+        ("c++", "cc")
+    } else {
+        ("cc", "c")
+    };
+    let file = dir.0.join(format!("{name}.{ext}"));
+    std::fs::write(&file, src).unwrap();
+    let exe = dir.0.join(name);
+    run(Command::new(cc).args(flags).arg("-o").arg(&exe).arg(&file));
+    exe
+}
+
+fn run(c: &mut Command) {
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("{c:?} (compilers and binutils are needed): {e}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{c:?}: {err}");
+}
+
+/// Virtual address of the symbol `name` (exact) in `exe`.
+fn symbol_addr(exe: &Path, name: &str) -> u64 {
+    let data = std::fs::read(exe).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    obj.symbols()
+        .find(|s| s.name() == Ok(name))
+        .unwrap_or_else(|| panic!("{name} not in {}", exe.display()))
+        .address()
+}
+
+/// The program running (it must pause), killed on drop.
+struct Running(Child);
+
+impl Running {
+    fn start(exe: &Path) -> Self {
+        let c = Command::new(exe).spawn().unwrap();
+        let me = Self(c);
+        for _ in 0..400 {
+            if me.load_bias().is_some() {
+                return me;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        panic!("{} never mapped", exe.display());
+    }
+
+    /// Where a (position-independent) executable's vaddr 0 is: the start
+    /// of its mapping at file offset 0.
+    fn load_bias(&self) -> Option<u64> {
+        let exe = std::fs::read_link(format!("/proc/{}/exe", self.0.id())).ok()?;
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.0.id())).ok()?;
+        let line = maps.lines().find(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 6 && f[2] == "00000000" && Path::new(f[5]) == exe
+        })?;
+        u64::from_str_radix(line.split('-').next()?, 16).ok()
+    }
+
+    /// Symbolizes vaddrs of the executable; text per address.
+    fn symbolize(&self, vaddrs: &[u64]) -> Vec<String> {
+        let bias = self.load_bias().unwrap();
+        let addrs: Vec<u64> = vaddrs.iter().map(|v| v + bias).collect();
+        let out = UserSymbolizer::default()
+            .symbolize(self.0.id(), &addrs)
+            .unwrap();
+        out.iter()
+            .map(|s| match &s.result {
+                SymResult::Symbol(sym) => format!("{}+{:#x}", sym.name, sym.offset),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A size-0 label, then alignment padding up to the next function.
+const PADDED: &str = r#"
+#include <unistd.h>
+__asm__(".text\n"
+        ".globl zero_label\n"
+        ".type zero_label, @function\n"
+        "zero_label:\n"
+        "\tret\n"
+        "\t.p2align 12\n");
+__attribute__((noinline)) int sized_after(int x) { return x * 3 + 1; }
+int main(void) { pause(); return sized_after(1); }
+"#;
+
+#[test]
+fn padding_after_a_size0_symbol_has_no_name() {
+    let dir = Scratch::new("padding");
+    let exe = build(&dir, "padded", "c", PADDED, &["-O1"]);
+    let zero = symbol_addr(&exe, "zero_label");
+    let sized = symbol_addr(&exe, "sized_after");
+    let table = ElfTable::load(&exe).unwrap();
+    // The label's own address may carry its name; the padding may not.
+    let at = |a: u64| {
+        table
+            .lookup(a)
+            .map(|h| format!("{}+{:#x}", h.name, h.offset))
+    };
+    assert_eq!(at(zero).as_deref(), Some("zero_label+0x0"));
+    assert_eq!(at(zero + 0x10), None);
+    assert_eq!(at(sized + 1).as_deref(), Some("sized_after+0x1"));
+    // The same through the whole symbolizer, on the running program.
+    let p = Running::start(&exe);
+    let got = p.symbolize(&[zero + 0x10, zero + 0x800, sized + 1]);
+    assert!(
+        got[0].starts_with("NoSymbol") && got[1].starts_with("NoSymbol"),
+        "{got:?}"
+    );
+    assert_eq!(got[2], "sized_after+0x1");
+}
