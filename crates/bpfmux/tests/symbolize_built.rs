@@ -98,8 +98,9 @@ impl Drop for Running {
     }
 }
 
-/// A size-0 label, then alignment padding up to the next function.
-const PADDED: &str = r#"
+/// A size-0 label, then alignment padding up to the next function; and a
+/// C function whose name reads as an Itanium vendor type (`u8_…`).
+const C_PROGRAM: &str = r#"
 #include <unistd.h>
 __asm__(".text\n"
         ".globl zero_label\n"
@@ -108,13 +109,14 @@ __asm__(".text\n"
         "\tret\n"
         "\t.p2align 12\n");
 __attribute__((noinline)) int sized_after(int x) { return x * 3 + 1; }
-int main(void) { pause(); return sized_after(1); }
+__attribute__((noinline)) int u8_xxxxxxx(int x) { return x * 5 + 2; }
+int main(void) { pause(); return sized_after(1) + u8_xxxxxxx(2); }
 "#;
 
 #[test]
 fn padding_after_a_size0_symbol_has_no_name() {
     let dir = Scratch::new("padding");
-    let exe = build(&dir, "padded", "c", PADDED, &["-O1"]);
+    let exe = build(&dir, "padded", "c", C_PROGRAM, &["-O1"]);
     let zero = symbol_addr(&exe, "zero_label");
     let sized = symbol_addr(&exe, "sized_after");
     let table = ElfTable::load(&exe).unwrap();
@@ -135,4 +137,65 @@ fn padding_after_a_size0_symbol_has_no_name() {
         "{got:?}"
     );
     assert_eq!(got[2], "sized_after+0x1");
+}
+
+#[test]
+fn c_names_are_not_demangled() {
+    let dir = Scratch::new("cnames");
+    for flags in [&["-O1"][..], &["-O1", "-g"]] {
+        let exe = build(&dir, "cnames", "c", C_PROGRAM, flags);
+        let f = symbol_addr(&exe, "u8_xxxxxxx");
+        let got = Running::start(&exe).symbolize(&[f + 1]);
+        assert_eq!(got, ["u8_xxxxxxx+0x1"], "{flags:?}");
+    }
+}
+
+/// A C++ function GCC splits into a hot part and a `.cold` one.
+const SPLIT: &str = r#"
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
+namespace hb {
+__attribute__((noinline)) int parse_number(const char *s) {
+  int r = 0;
+  for (; *s; s++) {
+    if (__builtin_expect(*s < '0' || *s > '9', 0))
+      throw std::runtime_error(std::string("bad digit in ") + s);
+    r = r * 10 + (*s - '0');
+  }
+  return r;
+}
+}
+const char *volatile arg = "12";
+int main() { pause(); return hb::parse_number(arg); }
+"#;
+
+const HOT: &str = "_ZN2hb12parse_numberEPKc";
+const COLD: &str = "_ZN2hb12parse_numberEPKc.cold";
+
+/// Names of the hot part at +4 and the cold part at +0x10 of `exe` (which
+/// `symbols` is, or is a copy of).
+fn split_names(exe: &Path, symbols: &Path) -> Vec<String> {
+    let (hot, cold) = (symbol_addr(symbols, HOT), symbol_addr(symbols, COLD));
+    Running::start(exe).symbolize(&[hot + 4, cold + 0x10])
+}
+
+fn assert_demangled(got: &[String]) {
+    assert_eq!(
+        got,
+        [
+            "hb::parse_number(char const*)+0x4",
+            "hb::parse_number(char const*) [clone .cold]+0x10"
+        ]
+    );
+}
+
+#[test]
+fn cold_parts_of_cpp_functions_are_demangled() {
+    let dir = Scratch::new("cold");
+    let exe = build(&dir, "split", "c++", SPLIT, &["-O2", "-g"]);
+    assert_demangled(&split_names(&exe, &exe));
+    // The same without DWARF.
+    let exe = build(&dir, "split-nodebug", "c++", SPLIT, &["-O2"]);
+    assert_demangled(&split_names(&exe, &exe));
 }

@@ -2,6 +2,7 @@
 //! looked up in the ELF/DWARF by blazesym) and kernel addresses (kallsyms).
 //! `bpfmux trace` will print stacks through this module.
 
+mod demangle;
 pub mod elf_table;
 mod kernel;
 mod user;

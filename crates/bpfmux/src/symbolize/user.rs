@@ -13,6 +13,7 @@ use anyhow::Context as _;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolizer};
 
+use super::demangle::demangle;
 use super::elf_table::{ElfTable, EntryKind, Hit};
 use super::{vdso, InlinedFrame, SymResult, Symbol, SymbolKind, Symbolized};
 use crate::normalize::{mapped_file_path, Mapping, Normalizer, VmaFilter};
@@ -47,7 +48,9 @@ impl UserSymbolizer {
     pub fn new(normalizer: Normalizer) -> Self {
         Self {
             normalizer,
-            blaze: Symbolizer::new(),
+            // Names are demangled here ([`demangle`]): blazesym demangles
+            // C names that only look mangled (`u8_xxx` as `_xxx`).
+            blaze: Symbolizer::builder().enable_demangling(false).build(),
             tables: HashMap::new(),
         }
     }
@@ -232,7 +235,7 @@ fn source_lines(sym: &Sym) -> SourceLines {
         .map(|f| {
             let (file, line) = code_location(f.code_info.as_ref());
             InlinedFrame {
-                name: f.name.to_string(),
+                name: demangle(&f.name).into_owned(),
                 file,
                 line,
             }
@@ -244,7 +247,7 @@ fn source_lines(sym: &Sym) -> SourceLines {
 fn from_blazesym(sym: &Sym, m: &Mapping) -> SymResult {
     let (file, line, inlined) = source_lines(sym);
     SymResult::Symbol(Symbol {
-        name: sym.name.to_string(),
+        name: demangle(&sym.name).into_owned(),
         offset: sym.offset as u64,
         kind: SymbolKind::Function,
         file,
@@ -259,7 +262,7 @@ fn from_blazesym(sym: &Sym, m: &Mapping) -> SymResult {
 fn from_table(hit: Hit, m: &Mapping, lines: Option<SourceLines>) -> SymResult {
     let (file, line, inlined) = lines.unwrap_or_default();
     SymResult::Symbol(Symbol {
-        name: hit.name,
+        name: demangle(&hit.name).into_owned(),
         offset: hit.offset,
         kind: match hit.kind {
             EntryKind::Function => SymbolKind::Function,
