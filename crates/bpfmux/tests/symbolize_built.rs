@@ -199,3 +199,41 @@ fn cold_parts_of_cpp_functions_are_demangled() {
     let exe = build(&dir, "split-nodebug", "c++", SPLIT, &["-O2"]);
     assert_demangled(&split_names(&exe, &exe));
 }
+
+#[test]
+fn symbols_found_through_gnu_debuglink() {
+    let dir = Scratch::new("debuglink");
+    let full = build(&dir, "split", "c++", SPLIT, &["-O2", "-g"]);
+    // `stripped` keeps only .dynsym; its symbols are in split.debug, found
+    // by the name in its .gnu_debuglink (no build-ID path has it).
+    let debug = dir.0.join("split.debug");
+    let stripped = dir.0.join("stripped");
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&full)
+        .arg(&debug));
+    run(Command::new("strip")
+        .arg("--strip-all")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&full));
+    run(Command::new("objcopy")
+        .arg("--add-gnu-debuglink=split.debug")
+        .arg(&stripped)
+        .current_dir(&dir.0));
+    assert_demangled(&split_names(&stripped, &full));
+    // In the .debug directory next to the binary, as Debian installs them.
+    std::fs::create_dir(dir.0.join(".debug")).unwrap();
+    std::fs::rename(&debug, dir.0.join(".debug/split.debug")).unwrap();
+    assert_demangled(&split_names(&stripped, &full));
+    // Another build's debug file under that name is not taken, even with
+    // the same layout (only a string differs, and so the build ID).
+    let src = SPLIT.replace("\"12\"", "\"34\"");
+    let other = build(&dir, "other", "c++", &src, &["-O2", "-g"]);
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&other)
+        .arg(dir.0.join(".debug/split.debug")));
+    let got = split_names(&stripped, &full);
+    assert!(got.iter().all(|g| g.starts_with("NoSymbol")), "{got:?}");
+}

@@ -1,6 +1,7 @@
 //! An ELF file's own symbol tables, for the addresses DWARF does not name
 //! well: `.symtab` and `.dynsym` (plus the detached debug file's `.symtab`,
-//! found by build ID), and PLT stubs named `name@plt` the way objdump does.
+//! found by build ID or `.gnu_debuglink`), and PLT stubs named `name@plt`
+//! the way objdump does.
 //!
 //! Lookup rules: the smallest sized function symbol whose range covers the
 //! address wins (ties: global, then weak, then local; fewer leading
@@ -102,18 +103,35 @@ impl ElfTable {
     /// are mapped, not read: only the pages of the headers and symbol
     /// tables are touched, whatever the file's size.
     pub fn load(path: &Path) -> Result<Self, ElfTableError> {
+        Self::load_seen_as(path, Path::new("/"), path)
+    }
+
+    /// [`Self::load`] of a file a process maps as `name`, an absolute path
+    /// below `root` (its `/proc/PID/root`). The debug file is the one named
+    /// by the build ID (`/usr/lib/debug/.build-id/…`), or else the one its
+    /// `.gnu_debuglink` names, looked for as gdb does: next to `name`, in
+    /// `.debug/` there, and below `/usr/lib/debug` plus `name`'s directory
+    /// (accepted when its build ID, or else its CRC, matches).
+    pub fn load_seen_as(path: &Path, root: &Path, name: &Path) -> Result<Self, ElfTableError> {
         let data = map_file(path)?;
-        let mut table = Self::parse(&data).map_err(|source| ElfTableError::Parse {
+        let parse_err = |source| ElfTableError::Parse {
             path: path.into(),
             source,
-        })?;
-        if let Some(debug) = debug_file(&data) {
-            // Same addresses; only the symbols are new. A broken or
-            // mismatched debug file just adds nothing.
-            if let Ok(d) = map_file(&debug) {
-                if let Ok(obj) = object::File::parse(&*d) {
-                    table.add_symbols(&obj);
-                }
+        };
+        let obj = object::File::parse(&*data).map_err(parse_err)?;
+        let mut table = Self::parse(&data).map_err(parse_err)?;
+        // Same addresses; only the symbols are new. A broken or mismatched
+        // debug file just adds nothing.
+        let by_id = debug_file(&obj).map(|p| (p, None));
+        let linked = linked_debug_files(&obj, root, name);
+        for (p, crc) in by_id.into_iter().chain(linked) {
+            let Ok(d) = map_file(&p) else { continue };
+            let Ok(dobj) = object::File::parse(&*d) else {
+                continue;
+            };
+            if crc.is_none_or(|crc| same_image(&obj, &dobj, &d, crc)) {
+                table.add_symbols(&dobj);
+                break;
             }
         }
         table.finish();
@@ -343,9 +361,12 @@ fn map_file(path: &Path) -> Result<Mmap, ElfTableError> {
     unsafe { Mmap::map(&f) }.map_err(err)
 }
 
+/// Where detached debug files are installed by the path of their binary
+/// (`/usr/lib/debug/usr/bin/foo.debug`).
+const DEBUG_DIR_BY_PATH: &str = "usr/lib/debug";
+
 /// The installed debug file of an image, by its build ID.
-fn debug_file(data: &[u8]) -> Option<PathBuf> {
-    let obj = object::File::parse(data).ok()?;
+fn debug_file(obj: &object::File) -> Option<PathBuf> {
     let id = obj.build_id().ok()??;
     if id.len() < 2 {
         return None;
@@ -357,6 +378,40 @@ fn debug_file(data: &[u8]) -> Option<PathBuf> {
         &hex[2..]
     ));
     p.is_file().then_some(p)
+}
+
+/// The files the image's `.gnu_debuglink` may name (see
+/// [`ElfTable::load_seen_as`]), each with the CRC it must have.
+fn linked_debug_files(obj: &object::File, root: &Path, name: &Path) -> Vec<(PathBuf, Option<u32>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(Some((link, crc))) = obj.gnu_debuglink() else {
+        return Vec::new();
+    };
+    let link = Path::new(std::ffi::OsStr::from_bytes(link));
+    // A bare file name only: nothing that climbs out of the directories.
+    let dir = name.parent().and_then(|d| d.strip_prefix("/").ok());
+    let (Some(dir), true) = (dir, link.file_name() == Some(link.as_os_str())) else {
+        return Vec::new();
+    };
+    let at = root.join(dir);
+    [
+        at.join(link),
+        at.join(".debug").join(link),
+        root.join(DEBUG_DIR_BY_PATH).join(dir).join(link),
+    ]
+    .into_iter()
+    .filter(|p| p.is_file())
+    .map(|p| (p, Some(crc)))
+    .collect()
+}
+
+/// Whether `debug` (the file `data`) is the debug file of `obj`: the same
+/// build ID when both have one, else the CRC the debug link records.
+fn same_image(obj: &object::File, debug: &object::File, data: &[u8], crc: u32) -> bool {
+    match (obj.build_id(), debug.build_id()) {
+        (Ok(Some(a)), Ok(Some(b))) => a == b,
+        _ => crc32fast::hash(data) == crc,
+    }
 }
 
 #[cfg(test)]

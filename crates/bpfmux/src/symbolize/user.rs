@@ -163,7 +163,9 @@ impl UserSymbolizer {
                 continue;
             }
             let table = kept_table(&mut self.tables, key.clone(), || {
-                ElfTable::load(&path).map_err(|e| {
+                let root = PathBuf::from(format!("/proc/{pid}/root"));
+                let name = m.name.as_deref().unwrap_or(&path);
+                ElfTable::load_seen_as(&path, &root, name).map_err(|e| {
                     let e = anyhow::Error::from(e);
                     format!("symbol tables not readable: {e:#}")
                 })
