@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-use bpfmux::symbolize::elf_table::ElfTable;
+use bpfmux::symbolize::elf_table::{ElfTable, EntryKind};
 use bpfmux::symbolize::{SymResult, UserSymbolizer};
 use object::{Object, ObjectSymbol};
 
@@ -236,4 +236,69 @@ fn symbols_found_through_gnu_debuglink() {
         .arg(dir.0.join(".debug/split.debug")));
     let got = split_names(&stripped, &full);
     assert!(got.iter().all(|g| g.starts_with("NoSymbol")), "{got:?}");
+}
+
+/// The first stubs of `.plt` in a static executable, each a `jmp
+/// *slot(%rip)` through a slot an IRELATIVE relocation fills: 8 bytes
+/// each from the start (non-PIE), or the usual 16 after the 16 of PLT0
+/// (`push`; static PIE).
+fn static_plt_stubs(exe: &Path) -> Vec<u64> {
+    use object::ObjectSection;
+    let data = std::fs::read(exe).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let plt = obj.section_by_name(".plt").expect(".plt");
+    let (first, size) = match plt.data().unwrap() {
+        [0xff, 0x25, ..] => (0, 8),
+        [0xff, 0x35, ..] => (16, 16),
+        other => panic!("unknown .plt: {:x?}", &other[..16]),
+    };
+    (0..3).map(|k| plt.address() + first + size * k).collect()
+}
+
+#[test]
+fn static_ifunc_stubs_are_named() {
+    let dir = Scratch::new("static");
+    for flags in [&["-O1", "-static"][..], &["-O1", "-static-pie"]] {
+        let exe = build(&dir, "static", "c", C_PROGRAM, flags);
+        let table = ElfTable::load(&exe).unwrap();
+        let names: Vec<_> = static_plt_stubs(&exe)
+            .into_iter()
+            .map(|a| table.lookup(a).map(|h| (h.name, h.offset, h.kind)))
+            .collect();
+        for n in &names {
+            let ok = n.as_ref().is_some_and(|(name, off, kind)| {
+                name.ends_with("@plt")
+                    && !name.starts_with("*ABS*")
+                    && *off == 0
+                    && *kind == EntryKind::Plt
+            });
+            assert!(ok, "{flags:?}: {names:?}");
+        }
+    }
+}
+
+#[test]
+fn plt_got_stubs_without_an_entry_size_are_named() {
+    use object::{ObjectSection, SectionIndex};
+    let dir = Scratch::new("pltgot");
+    let exe = build(&dir, "pltgot", "c", C_PROGRAM, &["-O1"]);
+    let mut data = std::fs::read(&exe).unwrap();
+    let (index, stub): (SectionIndex, u64) = {
+        let obj = object::File::parse(&*data).unwrap();
+        let sec = obj.section_by_name(".plt.got").expect(".plt.got");
+        (sec.index(), sec.address())
+    };
+    // Older linkers leave .plt.got's sh_entsize 0: patch it so (the field
+    // is at 56 in an Elf64_Shdr).
+    let shoff = u64::from_le_bytes(data[0x28..0x30].try_into().unwrap()) as usize;
+    let shentsize = u16::from_le_bytes(data[0x3a..0x3c].try_into().unwrap()) as usize;
+    let field = shoff + index.0 * shentsize + 56;
+    assert_eq!(data[field..field + 8], 8u64.to_le_bytes());
+    data[field..field + 8].copy_from_slice(&0u64.to_le_bytes());
+    let table = ElfTable::from_image(&data).unwrap();
+    let hit = table.lookup(stub + 2).map(|h| (h.name, h.offset, h.kind));
+    assert_eq!(
+        hit,
+        Some(("__cxa_finalize@plt".to_string(), 2, EntryKind::Plt))
+    );
 }

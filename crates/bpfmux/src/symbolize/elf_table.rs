@@ -203,7 +203,8 @@ impl ElfTable {
 
     /// x86-64 PLT stubs: each `.plt`, `.plt.sec` and `.plt.got` entry holds
     /// an indirect `jmp *slot(%rip)` (`ff 25 disp32`); the relocation of
-    /// that GOT slot names the function.
+    /// that GOT slot names the function (a dynamic one, or the IRELATIVE
+    /// relocations of a static executable's `.rela.plt`).
     fn add_plt(&mut self, data: &[u8]) {
         // x86-64 only: 64-bit, little endian.
         let Ok(obj) = object::read::elf::ElfFile64::<object::LittleEndian>::parse(data) else {
@@ -239,13 +240,29 @@ impl ElfTable {
                 slots.insert(slot, n);
             }
         }
+        // A static executable has no dynamic relocations: its ifunc slots
+        // are filled by IRELATIVE entries of `.rela.plt` (tied to
+        // `.symtab`), which the loop above does not see.
+        slots.extend(
+            irelative_slots(&obj).map(|(slot, resolver)| (slot, PltTarget::Ifunc { resolver })),
+        );
         for sec in obj.sections() {
             if !matches!(sec.name(), Ok(".plt" | ".plt.sec" | ".plt.got")) {
                 continue;
             }
             let Ok(data) = sec.data() else { continue };
+            // Where the section gives no entry size (`.plt.got` of older
+            // linkers, a static executable's `.plt`), 8-byte stubs are
+            // `jmp *slot(%rip)` back to back (one alone in the section).
+            let jmp = [0xff, 0x25];
             let entsize = match sec.elf_section_header().sh_entsize.get(obj.endian()) {
                 8 => 8,
+                16 => 16,
+                _ if data.starts_with(&jmp)
+                    && (data.len() == 8 || data.get(8..10) == Some(&jmp)) =>
+                {
+                    8
+                }
                 _ => 16,
             };
             for (k, entry) in data.chunks_exact(entsize).enumerate() {
@@ -336,6 +353,27 @@ impl ElfTable {
             kind: EntryKind::Function,
         })
     }
+}
+
+/// (GOT slot, resolver) of every IRELATIVE relocation in an allocated
+/// RELA section.
+fn irelative_slots<'a>(
+    obj: &'a object::read::elf::ElfFile64<'a, object::LittleEndian>,
+) -> impl Iterator<Item = (u64, u64)> + 'a {
+    use object::read::elf::{Rela as _, SectionHeader as _};
+    let e = obj.endian();
+    obj.elf_section_table()
+        .iter()
+        .filter(move |h| {
+            h.sh_type(e) == object::elf::SHT_RELA && h.sh_flags(e).contains(object::elf::SHF_ALLOC)
+        })
+        .filter_map(move |h| {
+            h.data_as_array::<object::elf::Rela64<_>, _>(e, obj.data())
+                .ok()
+        })
+        .flatten()
+        .filter(move |r| r.r_type(e, false) == object::elf::R_X86_64_IRELATIVE)
+        .map(move |r| (r.r_offset(e), r.r_addend(e) as u64))
 }
 
 /// The GOT slot an x86-64 PLT entry at `at` jumps through, if it holds
