@@ -19,6 +19,14 @@
  *                           __x64_sys_getpgid: fentry.multi keeps counting exactly in both
  *                           orders; fexit/fmod_ret/fsession.multi and the module refuse
  *                           each other with EBUSY and leave nothing behind
+ *   gtramp detach-fault N [all]
+ *                           the ftrace update of a detach fails (failslab, this thread
+ *                           only): the functions run their own code and no program, their
+ *                           stubs go to no other function (a link attached later on
+ *                           another function counts only its calls), the kernel says so
+ *                           once and gives the sites back later, after which a
+ *                           per-function fentry attaches and counts exactly; all: the
+ *                           first link is on every safe function
  *   gtramp stress SECS [per-function] [all-cpus]
  *                           attach/detach in a loop while two workers call the functions;
  *                           per-function: upstream's backend, for comparison. Everything
@@ -38,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/klog.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -982,6 +991,167 @@ out_btf:
 	btf__free(btf);
 }
 
+/*
+ * failslab for the calling thread alone (task-filter): while its make-it-fail is 1, every
+ * slab allocation the thread makes that may fail fails, opening a file included, so the
+ * switch is opened beforehand and nothing is printed while it is on. No report per
+ * failure: its stack dump would read as a splat.
+ */
+static int write_str(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY), ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, v, strlen(v)) == (ssize_t)strlen(v);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+static int failslab_switch = -1;
+
+static int failslab_arm(void)
+{
+	static const char *const knobs[][2] = {
+		{ "task-filter", "Y" }, { "ignore-gfp-wait", "N" }, { "verbose", "0" },
+		{ "times", "-1" }, { "interval", "1" }, { "space", "0" }, { "probability", "100" },
+	};
+	char path[128];
+	int err = 0;
+
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+		snprintf(path, sizeof(path), "/sys/kernel/debug/failslab/%s", knobs[i][0]);
+		err |= write_str(path, knobs[i][1]);
+	}
+	failslab_switch = open("/proc/thread-self/make-it-fail", O_WRONLY);
+	return err | (failslab_switch < 0);
+}
+
+/* Writing the switch allocates nothing, so it also works while it is on. */
+static int failslab_on(int on)
+{
+	return write(failslab_switch, on ? "1" : "0", 1) == 1 ? 0 : -1;
+}
+
+static int failslab_disarm(void)
+{
+	close(failslab_switch);
+	failslab_switch = -1;
+	return write_str("/sys/kernel/debug/failslab/probability", "0");
+}
+
+/* Whether the kernel log has @needle (the whole ring buffer). */
+static int klog_has(const char *needle)
+{
+	int size = klogctl(10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL, 0), n, found;
+	char *buf;
+
+	if (size <= 0 || !(buf = malloc(size + 1)))
+		return 0;
+	n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf, size);
+	buf[n > 0 ? n : 0] = 0;
+	found = strstr(buf, needle) != NULL;
+	free(buf);
+	return found;
+}
+
+static void test_detach_fault(long n, int all)
+{
+	static const char *const every[] = { "*", NULL };
+	static const char *const must[] = { "__x64_sys_getpgid", NULL };
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid");
+	unsigned long prio = ksym_addr("__x64_sys_getpriority");
+	struct bpf_program *prog, *fprog;
+	struct bpf_object *obj, *fobj = NULL;
+	struct bpf_link *link, *other, *f = NULL;
+	struct func_set set = {};
+	libbpf_print_fn_t print_fn;
+	__u64 base, prio_base;
+	struct btf *btf;
+	__u32 id_pgid, id_prio;
+	int err, on, off;
+	double t0;
+
+	btf = btf__load_vmlinux_btf();
+	check(btf && pgid && prio, "vmlinux BTF, getpgid and getpriority");
+	if (!btf || !pgid || !prio)
+		return;
+	id_pgid = func_id(btf, "__x64_sys_getpgid");
+	id_prio = func_id(btf, "__x64_sys_getpriority");
+	if (all) {
+		err = func_set_collect_args(&set, btf, every, must, (size_t)-1, 12);
+		check(!err && set.cnt >= 5000, "found %zu functions", set.cnt);
+		if (err || set.cnt < 5000)
+			goto out_btf;
+	}
+	obj = counter_load(obj_path, "fentry_multi", getpid(), &prog);
+	check(obj != NULL, "program loads");
+	if (!obj)
+		goto out_btf;
+	link = all ? attach_global(prog, set.ids, NULL, set.cnt) : attach_global(prog, &id_pgid, NULL, 1);
+	check(link != NULL, "global link on %zu functions (%s)", all ? set.cnt : 1,
+	      link ? "ok" : strerror(errno));
+	if (!link)
+		goto out_obj;
+	call_getpgid(n);
+	check(counter_hits(obj, pgid) == (__u64)n, "counted %llu of %ld",
+	      (unsigned long long)counter_hits(obj, pgid), n);
+
+	/* Detach with every allocation of this thread failing: the ftrace update fails. */
+	check(!failslab_arm(), "failslab set up for this thread");
+	on = failslab_on(1);
+	bpf_link__destroy(link);
+	off = failslab_on(0);
+	check(!on && !off && !failslab_disarm(), "failslab on for the detach, then off");
+	check(klog_has("call sites could not leave it"), "the kernel log says sites are kept");
+	call_getpgid(n);
+	check(counter_hits(obj, pgid) == (__u64)n, "nothing counted after detach (%llu, was %ld)",
+	      (unsigned long long)counter_hits(obj, pgid), n);
+
+	/*
+	 * Time for a stub taken back to be handed out again. Another function attached now
+	 * must count only its own calls, whichever stub it gets.
+	 */
+	sleep(3);
+	other = attach_global(prog, &id_prio, NULL, 1);
+	check(other != NULL, "global link on __x64_sys_getpriority (%s)",
+	      other ? "ok" : strerror(errno));
+	base = counter_hits(obj, pgid);
+	prio_base = counter_hits(obj, prio);
+	call_getpgid(n);
+	call_getpriority(n / 2);
+	check(counter_hits(obj, pgid) == base &&
+	      counter_hits(obj, prio) - prio_base == (__u64)(n / 2),
+	      "getpgid runs no program (%llu counted), getpriority counted %llu of %ld",
+	      (unsigned long long)(counter_hits(obj, pgid) - base),
+	      (unsigned long long)(counter_hits(obj, prio) - prio_base), n / 2);
+	bpf_link__destroy(other);
+
+	/* The sites go back to ftrace when a retry succeeds: then fentry attaches. */
+	fobj = counter_load(obj_path, "fentry_one", getpid(), &fprog);
+	check(fobj != NULL, "fentry program loads");
+	t0 = now();
+	print_fn = libbpf_set_print(NULL);	/* one line per refused try otherwise */
+	while (fobj && !(f = bpf_program__attach(fprog)) && now() - t0 < 30)
+		usleep(100000);
+	libbpf_set_print(print_fn);
+	check(f != NULL, "per-function fentry on __x64_sys_getpgid attaches (%s, after %.1f s)",
+	      f ? "ok" : strerror(errno), now() - t0);
+	check(klog_has("every stuck call site has left it"), "the kernel log says the sites left");
+	if (f) {
+		call_getpgid(n);
+		check(counter_hits(fobj, pgid) == (__u64)n, "fentry counted %llu of %ld",
+		      (unsigned long long)counter_hits(fobj, pgid), n);
+		bpf_link__destroy(f);
+	}
+	bpf_object__close(fobj);
+out_obj:
+	bpf_object__close(obj);
+out_btf:
+	func_set_free(&set);
+	btf__free(btf);
+}
+
 static void hot_worker(void)
 {
 	char buf[64];
@@ -1101,12 +1271,14 @@ int main(int argc, char **argv)
 		test_coexist(n);
 	else if (!strcmp(cmd, "ipmodify"))
 		test_ipmodify(n);
+	else if (!strcmp(cmd, "detach-fault"))
+		test_detach_fault(n, has_arg(argc, argv, "all"));
 	else if (!strcmp(cmd, "stress"))
 		test_stress(argc > 2 ? atof(argv[2]) : 10,
 			    has_arg(argc, argv, "per-function") ? 0 : BPF_F_TRACING_MULTI_GLOBAL,
 			    has_arg(argc, argv, "all-cpus"));
 	else {
-		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|stress [N] [per-function] [all-cpus]\n",
+		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|detach-fault|stress [N] [per-function] [all-cpus]\n",
 			argv[0]);
 		return 2;
 	}

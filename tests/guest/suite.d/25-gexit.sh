@@ -11,4 +11,5 @@ if on ours; then
 	run gexit-kinds "$bin/gexit" kinds 200
 	run gexit-args7 "$bin/gexit" args7
 	run gexit-pinned "$bin/gexit" pinned 100
+	run gexit-pinned-detach "$bin/gexit" pinned-detach
 fi

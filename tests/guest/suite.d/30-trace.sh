@@ -2,7 +2,8 @@
 # only, no shell in front), globs of hundreds of
 # functions, per-call events, clear errors, refused functions skipped by name, nothing
 # left attached after an error or a signal, --errors chains with exact calls and errnos,
-# --graph call trees with exact counts per node,
+# --graph call trees with exact counts per node, no program left behind by a traced call
+# that sleeps past the run (trace-sleeper-*),
 # bpfmux inject failing exactly --times calls and refusing functions not on the list.
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
@@ -19,6 +20,7 @@ if on ours; then
 	run trace-sigterm-global tc sigterm global 'vfs_*'
 	run trace-errors-global tc errors global
 	run trace-graph-global tc graph global
+	run trace-sleeper-global tc sleeper global
 	# bpfmux inject: fmod_ret.multi through the global trampoline and the plain backend,
 	# one fmod_ret per function, and the automatic choice.
 	run inject-global tc inject global
@@ -48,6 +50,9 @@ if on ours stock-7.3; then
 	run trace-sigterm-tracing-multi tc sigterm tracing-multi 'vfs_*'
 	run trace-errors-tracing-multi tc errors tracing-multi
 	run trace-graph-tracing-multi tc graph tracing-multi
+	for e in tracing-multi kprobe-multi fentry-each; do
+		run "trace-sleeper-$e" tc sleeper "$e"
+	done
 fi
 # Stock 6.12 has no tracing_multi: the automatic choice falls back to kprobe.multi.
 if on stock-6.12; then
@@ -58,6 +63,8 @@ if on stock-6.12; then
 	run trace-count-fentry-each tc count fentry-each
 	run trace-own-fentry-each tc own fentry-each
 	run trace-latency-fentry-each tc count fentry-each --latency
+	run trace-sleeper-kprobe-multi tc sleeper kprobe-multi
+	run trace-sleeper-fentry-each tc sleeper fentry-each
 	run trace-no-tracing-multi tc unavailable tracing-multi
 fi
 run trace-glob-kprobe-multi tc glob kprobe-multi 300 'vfs_*' '__x64_sys_*'

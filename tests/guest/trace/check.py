@@ -88,14 +88,28 @@ def trace_links():
     return [line for line in p.stdout.splitlines() if not line.startswith("links:")]
 
 
-def check_nothing_attached(what):
-    # The links close with bpfmux's descriptors; give the kernel's release a moment.
-    left = trace_links()
-    for _ in range(50):
+def trace_programs():
+    """bpfmux trace programs in the kernel now, linked or not, whoever holds them."""
+    p = subprocess.run([links_tool, "--progs", PROG_PREFIX], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"trace-links --progs failed: {p.stderr.strip()}")
+    return [line for line in p.stdout.splitlines() if not line.startswith("progs:")]
+
+
+def still_there(listing, secs):
+    """What listing() returns once it is empty, or after secs seconds (polled every 0.1 s)."""
+    left = listing()
+    for _ in range(int(secs * 10)):
         if not left:
             break
         time.sleep(0.1)
-        left = trace_links()
+        left = listing()
+    return left
+
+
+def check_nothing_attached(what):
+    # The links close with bpfmux's descriptors; give the kernel's release a moment.
+    left = still_there(trace_links, 5)
     check(not left, f"no bpfmux trace link left in the kernel after {what} ({len(left)} left: "
           f"{left[:3]})")
 
@@ -611,6 +625,57 @@ def t_star(bpfmux, trigger, engine):
                   "and detach call it)")
 
 
+def t_sleeper(bpfmux, trigger, engine):
+    """A traced call that sleeps through the run and after it keeps no program loaded.
+
+    What a kernel thread's main loop does to a traced function (its call never returns),
+    made deterministic: a process enters clock_nanosleep once everything is attached and
+    sleeps on after bpfmux trace --latency has exited. Every program of the run must be
+    gone within 10 s while it still sleeps."""
+    args = [bpfmux, "trace", *engine_args(engine), "--latency", "-d", "4",
+            "__x64_sys_clock_nanosleep"]
+    print(f"  running {' '.join(args)} 2>/tmp/sleeper.err")
+    with open("/tmp/sleeper.err", "w+") as err:
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None:
+            with open("/tmp/sleeper.err") as f:
+                if "bpfmux trace: attached" in f.read():
+                    break
+            time.sleep(0.05)
+        sleeper = subprocess.Popen(["sleep", "600"])
+
+        def sleeping():
+            try:
+                with open(f"/proc/{sleeper.pid}/wchan") as f:
+                    return "nanosleep" in f.read()
+            except OSError:
+                return False
+        for _ in range(100):
+            if sleeping():
+                break
+            time.sleep(0.02)
+        entered = sleeping()
+        try:
+            rc = p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        with open("/tmp/sleeper.err") as f:
+            for line in f.read().splitlines():
+                print(f"  stderr: {line}")
+    try:
+        check(entered, "a process sleeps in clock_nanosleep while everything is attached")
+        check(rc == 0, f"exit 0 (got {rc})")
+        check_nothing_attached("the run")
+        left = still_there(trace_programs, 10)
+        check(not left and sleeping(), f"no bpfmux trace program left 10 s after the run while "
+              f"the traced call still sleeps ({len(left)} left: {left[:3]}; asleep: {sleeping()})")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def t_star_sigint(bpfmux, trigger, engine, secs):
     """SIGINT SECS seconds into the attach of '*'; stderr goes to a file (whole lines)."""
     args = [bpfmux, "trace", *engine_args(engine), "--json", "-d", "30", "*"]
@@ -667,7 +732,7 @@ def main():
      "not-found": t_not_found, "errors": t_errors, "graph": t_graph, "inject": t_inject,
      "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
-     "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star,
+     "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
      "star-sigint": t_star_sigint}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 

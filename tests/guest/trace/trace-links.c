@@ -4,10 +4,13 @@
  * bpftool in the guest), for the `bpfmux trace` checks that nothing stays attached:
  *
  *   trace-links [PREFIX]
+ *   trace-links --progs [PREFIX]
  *
  * Walks every link id (BPF_LINK_GET_NEXT_ID) and prints "id type prog_id prog_name" per
  * link whose program name starts with PREFIX (all links without one), then
- * "links: N" last. Exit status 0 when the walk worked, 1 on any error.
+ * "links: N" last. With --progs, the programs instead (BPF_PROG_GET_NEXT_ID), linked or
+ * not, whoever holds them: "id prog_name" each, then "progs: N". Exit status 0 when the
+ * walk worked, 1 on any error.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,10 +18,51 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 
+static int list_progs(const char *prefix)
+{
+	__u32 id = 0, n = 0;
+
+	for (;;) {
+		struct bpf_prog_info prog = {};
+		__u32 len = sizeof(prog);
+		int fd;
+
+		if (bpf_prog_get_next_id(id, &id)) {
+			if (errno == ENOENT)
+				break;
+			perror("trace-links: BPF_PROG_GET_NEXT_ID");
+			return 1;
+		}
+		fd = bpf_prog_get_fd_by_id(id);
+		if (fd < 0) {
+			if (errno == ENOENT)	/* freed since the walk saw it */
+				continue;
+			fprintf(stderr, "trace-links: program %u: %s\n", id, strerror(errno));
+			return 1;
+		}
+		if (bpf_prog_get_info_by_fd(fd, &prog, &len)) {
+			fprintf(stderr, "trace-links: info of program %u: %s\n", id, strerror(errno));
+			close(fd);
+			return 1;
+		}
+		close(fd);
+		if (strncmp(prog.name, prefix, strlen(prefix)))
+			continue;
+		printf("%u %s\n", id, prog.name);
+		n++;
+	}
+	printf("progs: %u\n", n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	const char *prefix = argc > 1 ? argv[1] : "";
+	const char *prefix;
 	__u32 id = 0, n = 0;
+
+	if (argc > 1 && !strcmp(argv[1], "--progs"))
+		return list_progs(argc > 2 ? argv[2] : "");
+	prefix = argc > 1 ? argv[1] : "";
 
 	for (;;) {
 		struct bpf_link_info link = {};

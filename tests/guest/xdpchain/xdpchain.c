@@ -12,7 +12,8 @@
  *                          the buffer a program changed reaches the next one, an
  *                          invalid action ends the chain
  *   xdpchain api           GET (order, ENOSPC, count only), REPLACE, every error
- *                          (ERANGE, EINVAL, EBADF, EEXIST, ENOENT, EPERM)
+ *                          (ERANGE, EINVAL, EBADF, EEXIST, ENOENT, EPERM), a return
+ *                          value with the wildcard refused
  *   xdpchain limits        cycles refused with ELOOP, paths over 16 programs with
  *                          E2BIG (also through predecessors), a many-path graph
  *                          checked quickly
@@ -464,6 +465,11 @@ static int cmd_api(void)
 	check(del(a, 99, 0) == -ERANGE, "DEL for a value no XDP action has: ERANGE");
 	check(add(a, XDP_ABORTED, b, 1u << 7) == -EINVAL, "ADD with an unknown flag: EINVAL");
 	check(del(a, XDP_PASS, BPF_F_CHAIN_REPLACE) == -EINVAL, "DEL with REPLACE: EINVAL");
+	/* The wildcard entry has no return value: one given is a caller's mistake. */
+	check(add(a, XDP_PASS, b, BPF_F_CHAIN_WILDCARD | BPF_F_CHAIN_REPLACE) == -EINVAL,
+	      "ADD of the wildcard with a return value: EINVAL");
+	check(del(a, XDP_PASS, BPF_F_CHAIN_WILDCARD) == -EINVAL,
+	      "DEL of the wildcard with a return value: EINVAL");
 
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_fd = a;
