@@ -51,6 +51,11 @@ else
 	failed=$((failed + 1)); echo "FAIL no splat report in: $last_out"
 fi
 
+# A warning the kernel prints without a WARN's trace (the unwinder's "stack going in the
+# wrong direction?", printk_deferred_once), as a kernel log line: written to /dev/kmsg.
+expect "a kernel WARNING: line without a trace fails the run" 126 "$run" $st -- sh -c \
+	'echo "WARNING: stack going in the wrong direction? (vm-runner check)" >/dev/kmsg; exit 0'
+
 expect "a hung guest is killed by the timeout" 124 "$run" $st --timeout 20 -- sleep 600
 if grep -q "did not finish within 20s" <<<"$last_out"; then
 	passed=$((passed + 1)); echo "PASS the timeout is reported"
