@@ -8,6 +8,9 @@
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
+# Every kernel: the -c command gets none of bpfmux's descriptors.
+run trace-fds tc fds auto
+
 # Our kernel: the series' global trampoline (fsession.multi for the exit side: the
 # summary must say so), and the automatic choice must take it.
 if on ours; then

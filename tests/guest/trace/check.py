@@ -676,6 +676,20 @@ def t_sleeper(bpfmux, trigger, engine):
         sleeper.wait()
 
 
+def t_fds(bpfmux, trigger, engine):
+    """The -c command starts with its standard descriptors only: none of bpfmux's.
+
+    The command is forked before anything is attached and inherits bpfmux's descriptors
+    until it execs; every one of them is close-on-exec, so execve closes them (which is
+    why its execve makes more fput calls than a command started otherwise)."""
+    p = run(bpfmux, [*engine_args(engine), "--json", "-c", "ls -1 /proc/self/fd",
+                     "__x64_sys_getpgid"])
+    check(p.returncode == 0, f"exit 0 (got {p.returncode})")
+    fds = sorted(int(line) for line in p.stdout.splitlines() if line.strip().isdigit())
+    # 3: the directory ls reads /proc/self/fd through
+    check(fds == [0, 1, 2, 3], f"the command's descriptors: {fds} (want [0, 1, 2, 3])")
+
+
 def t_star_sigint(bpfmux, trigger, engine, secs):
     """SIGINT SECS seconds into the attach of '*'; stderr goes to a file (whole lines)."""
     args = [bpfmux, "trace", *engine_args(engine), "--json", "-d", "30", "*"]
@@ -733,7 +747,7 @@ def main():
      "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
-     "star-sigint": t_star_sigint}[what](bpfmux, trigger, *rest)
+     "fds": t_fds, "star-sigint": t_star_sigint}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 
 
