@@ -29,12 +29,18 @@
  *                      leaves; fexit sees every call and return value at each step
  *   gexit pinned N     a thread sleeps in clock_nanosleep under a global fexit.multi
  *                      program while N other links attach and detach (some on the same
- *                      function): all their programs are freed while it sleeps
+ *                      function): all their programs are freed while it sleeps; its
+ *                      exit runs none of the programs of the metadata those replaced
  *   gexit pinned-detach
  *                      a thread sleeps in clock_nanosleep under a global fexit.multi
  *                      (then fsession.multi) program whose link detaches meanwhile: the
  *                      program is freed while the thread still sleeps, and the thread's
  *                      exit, when it wakes, runs no program
+ *   gexit drain-backoff
+ *                      a thread sleeps in clock_nanosleep, traced by a global
+ *                      fexit.multi program whose link then detaches: the work that
+ *                      waits for the call to return (its metadata's memory) backs off,
+ *                      at most 10 runs in 10 s after the first 3 s (every 100 ms before)
  *   gexit args7        fentry, fexit, fmod_ret and fsession.multi together on
  *                      bpf_modify_return_test2 (7 arguments, one on the stack), global
  *                      and per-function backend: every kind sees all 7 arguments, the
@@ -545,10 +551,11 @@ static int alive_after(const __u32 *ids, long n, int ms)
 
 /*
  * A thread sleeps inside a function with a global fexit.multi program (its call keeps
- * that function's metadata and program) while @n other fexit.multi links attach, run
- * and detach, some on the same function: every one of their programs must be freed
- * while the sleeper still sleeps. Then the sleeper wakes, its exit runs, and its own
- * link detaches and frees its program.
+ * that function's metadata) while @n other fexit.multi links attach, run and detach,
+ * some on the same function: every one of their programs must be freed while the
+ * sleeper still sleeps. Then the sleeper wakes, its exit returns without programs (the
+ * metadata it entered with was replaced), and its own link detaches and frees its
+ * program.
  */
 static void test_pinned(long n)
 {
@@ -612,8 +619,14 @@ static void test_pinned(long n)
 	pthread_kill(t, SIGUSR1);
 	pthread_join(t, NULL);
 	check(long_sleep_rc == EINTR, "the sleeper woke with EINTR (%s)", strerror(long_sleep_rc));
-	check(counter_hits(sobj, sleep_addr) + recursion_misses(sprog) >= 1,
-	      "its exit ran the program (%llu runs, %llu recursion misses)",
+	/*
+	 * The other links' attaches to clock_nanosleep replaced the metadata the sleeper
+	 * entered with; as with a per-function trampoline whose image was replaced, its
+	 * exit then runs none of that metadata's programs, its own still-attached one too.
+	 */
+	check(counter_hits(sobj, sleep_addr) == 0,
+	      "its exit ran no program of the metadata it entered with, which was replaced "
+	      "meanwhile (%llu runs, %llu recursion misses)",
 	      (unsigned long long)counter_hits(sobj, sleep_addr),
 	      (unsigned long long)recursion_misses(sprog));
 	bpf_link__destroy(slink);
@@ -687,6 +700,64 @@ static void test_pinned_detach(void)
 		      (unsigned long long)exits);
 		close(hits_fd);
 	}
+}
+
+/*
+ * The drain work looks at retired metadata until no call is in flight on it any more.
+ * A call that never returns (a kernel thread's main loop) must not keep it waking ten
+ * times a second for as long as the call lasts.
+ */
+static void test_drain_backoff(void)
+{
+	static const char *const sleep_fn[] = { "__x64_sys_clock_nanosleep", NULL };
+	unsigned long drain = ksym_addr("md_drain_fn");
+	struct sigaction sa = { .sa_handler = wake_signal };
+	struct bpf_program *prog, *dprog;
+	struct bpf_object *obj, *dobj;
+	struct bpf_link *link, *dlink;
+	__u64 before, runs;
+	int asleep = 0;
+	pthread_t t;
+
+	sigaction(SIGUSR1, &sa, NULL);	/* no SA_RESTART: the sleep ends with EINTR */
+	obj = counter_load(obj_path, "fexit_multi", getpid(), &prog);
+	dobj = counter_load(obj_path, "drain_runs", 0, &dprog);
+	check(obj && dobj && drain, "programs load, md_drain_fn at %#lx", drain);
+	if (!obj || !dobj)
+		goto out;
+	link = attach_ids(prog, sleep_fn, 1);
+	check(link != NULL, "global fexit.multi on clock_nanosleep (%s)",
+	      link ? "ok" : strerror(errno));
+	if (!link)
+		goto out;
+	__atomic_store_n(&long_sleep_tid, 0, __ATOMIC_RELEASE);
+	pthread_create(&t, NULL, long_sleeper, NULL);
+	for (int w = 0; w < 300 && !asleep; w++) {
+		int tid = __atomic_load_n(&long_sleep_tid, __ATOMIC_ACQUIRE);
+
+		poll(NULL, 0, 10);
+		asleep = tid && in_nanosleep(tid);
+	}
+	check(asleep, "a thread sleeps in clock_nanosleep");
+	set_cfg(dobj, 0, drain);
+	dlink = bpf_program__attach(dprog);
+	check(dlink != NULL, "workqueue_execute_start counted for md_drain_fn (%s)",
+	      dlink ? "ok" : strerror(errno));
+	bpf_link__destroy(link);	/* its metadata stays in flight while the thread sleeps */
+	sleep(3);
+	before = counter_hits(dobj, 1);
+	sleep(10);
+	runs = counter_hits(dobj, 1) - before;
+	check(dlink && before > 0 && runs <= 10 && in_nanosleep(long_sleep_tid),
+	      "the drain work ran %llu times in 10 s while the call stayed in flight "
+	      "(%llu in the first 3 s; at most 10 wanted)",
+	      (unsigned long long)runs, (unsigned long long)before);
+	pthread_kill(t, SIGUSR1);
+	pthread_join(t, NULL);
+	bpf_link__destroy(dlink);
+out:
+	bpf_object__close(obj);
+	bpf_object__close(dobj);
 }
 
 static void test_rollback(void)
@@ -1169,8 +1240,10 @@ int main(int argc, char **argv)
 		test_pinned(n);
 	else if (!strcmp(cmd, "pinned-detach"))
 		test_pinned_detach();
+	else if (!strcmp(cmd, "drain-backoff"))
+		test_drain_backoff();
 	else {
-		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist|session|kinds|args7|pinned|pinned-detach [N]\n",
+		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist|session|kinds|args7|pinned|pinned-detach|drain-backoff [N]\n",
 			argv[0]);
 		return 2;
 	}

@@ -12,4 +12,5 @@ if on ours; then
 	run gexit-args7 "$bin/gexit" args7
 	run gexit-pinned "$bin/gexit" pinned 100
 	run gexit-pinned-detach "$bin/gexit" pinned-detach
+	run gexit-drain-backoff "$bin/gexit" drain-backoff
 fi
