@@ -44,12 +44,28 @@ fn code_start(pid: u32, part: &[u8]) -> u64 {
     panic!("{} never mapped", String::from_utf8_lossy(part));
 }
 
+/// Starts `cmd`, a file this process just wrote. Another test thread that
+/// forks meanwhile holds the written file open until its child execs (the
+/// descriptor is close-on-exec, not close-on-fork): exec fails with ETXTBSY
+/// until then, so try again for a while.
+fn spawn_fresh(cmd: &mut Command) -> Child {
+    for _ in 0..200 {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            r => return r.unwrap(),
+        }
+    }
+    panic!("{cmd:?}: still busy after 2 s");
+}
+
 #[test]
 fn names_that_are_not_utf8_come_out_escaped_in_json() {
     let dir = Scratch::new("bytes");
     let exe = dir.0.join(OsStr::from_bytes(b"sl\xffeep"));
     std::fs::copy("/bin/sleep", &exe).unwrap();
-    let child = Kill(Command::new(&exe).arg("600").spawn().unwrap());
+    let child = Kill(spawn_fresh(Command::new(&exe).arg("600")));
     let pid = child.0.id();
     let code = code_start(pid, b"sl\xffeep");
     let pid = pid.to_string();
