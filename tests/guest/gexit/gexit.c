@@ -514,6 +514,27 @@ static void *long_sleeper(void *arg)
 	return NULL;
 }
 
+/*
+ * Start long_sleeper() on @t; whether it sleeps inside clock_nanosleep within 3 s
+ * (SIGUSR1, without SA_RESTART, ends its sleep with EINTR).
+ */
+static int start_long_sleeper(pthread_t *t)
+{
+	struct sigaction sa = { .sa_handler = wake_signal };
+	int asleep = 0;
+
+	sigaction(SIGUSR1, &sa, NULL);
+	__atomic_store_n(&long_sleep_tid, 0, __ATOMIC_RELEASE);
+	pthread_create(t, NULL, long_sleeper, NULL);
+	for (int w = 0; w < 300 && !asleep; w++) {
+		int tid = __atomic_load_n(&long_sleep_tid, __ATOMIC_ACQUIRE);
+
+		poll(NULL, 0, 10);
+		asleep = tid && in_nanosleep(tid);
+	}
+	return asleep;
+}
+
 /* Whether the kernel still has program @id (a program is freed when its last user goes). */
 static int prog_alive(__u32 id)
 {
@@ -564,14 +585,13 @@ static void test_pinned(long n)
 					     "__x64_sys_clock_nanosleep", NULL };
 	unsigned long sleep_addr = ksym_addr("__x64_sys_clock_nanosleep");
 	unsigned long pgid = ksym_addr("__x64_sys_getpgid");
-	struct sigaction sa = { .sa_handler = wake_signal };
 	struct bpf_program *sprog, *prog;
 	struct bpf_object *sobj, *obj;
 	struct bpf_link *slink, *link;
 	long attached = 0, counted = 0;
 	__u32 *ids = calloc(n, sizeof(*ids)), sid = 0;
 	pthread_t t;
-	int asleep = 0, alive;
+	int alive;
 
 	sobj = counter_load(obj_path, "fexit_multi", getpid(), &sprog);
 	check(sobj && ids && sleep_addr && pgid, "the sleeper's program loads");
@@ -583,15 +603,8 @@ static void test_pinned(long n)
 	      slink ? "ok" : strerror(errno));
 	if (!slink)
 		goto out;
-	sigaction(SIGUSR1, &sa, NULL);	/* no SA_RESTART: the sleep ends with EINTR */
-	pthread_create(&t, NULL, long_sleeper, NULL);
-	for (int w = 0; w < 300 && !asleep; w++) {
-		int tid = __atomic_load_n(&long_sleep_tid, __ATOMIC_ACQUIRE);
-
-		poll(NULL, 0, 10);
-		asleep = tid && in_nanosleep(tid);
-	}
-	check(asleep, "a thread sleeps in clock_nanosleep under the global fexit.multi program");
+	check(start_long_sleeper(&t),
+	      "a thread sleeps in clock_nanosleep under the global fexit.multi program");
 
 	for (long i = 0; i < n; i++) {
 		obj = counter_load(obj_path, "fexit_multi", getpid(), &prog);
@@ -649,15 +662,13 @@ static void test_pinned_detach(void)
 	static const char *const sleep_fn[] = { "__x64_sys_clock_nanosleep", NULL };
 	static const char *const kinds[] = { "fexit_multi", "session_multi" };
 	unsigned long sleep_addr = ksym_addr("__x64_sys_clock_nanosleep");
-	struct sigaction sa = { .sa_handler = wake_signal };
 	struct bpf_program *prog;
 	struct bpf_object *obj;
 	struct bpf_link *link;
 
-	sigaction(SIGUSR1, &sa, NULL);	/* no SA_RESTART: the sleep ends with EINTR */
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		__u64 key = sleep_addr, exits = 0;
-		int asleep = 0, hits_fd;
+		int hits_fd;
 		pthread_t t;
 		__u32 id;
 
@@ -675,15 +686,7 @@ static void test_pinned_detach(void)
 			close(hits_fd);
 			continue;
 		}
-		__atomic_store_n(&long_sleep_tid, 0, __ATOMIC_RELEASE);
-		pthread_create(&t, NULL, long_sleeper, NULL);
-		for (int w = 0; w < 300 && !asleep; w++) {
-			int tid = __atomic_load_n(&long_sleep_tid, __ATOMIC_ACQUIRE);
-
-			poll(NULL, 0, 10);
-			asleep = tid && in_nanosleep(tid);
-		}
-		check(asleep, "%s: a thread sleeps in clock_nanosleep", kinds[k]);
+		check(start_long_sleeper(&t), "%s: a thread sleeps in clock_nanosleep", kinds[k]);
 
 		/* The link goes, and with the object this process's last reference. */
 		bpf_link__destroy(link);
@@ -711,15 +714,12 @@ static void test_drain_backoff(void)
 {
 	static const char *const sleep_fn[] = { "__x64_sys_clock_nanosleep", NULL };
 	unsigned long drain = ksym_addr("md_drain_fn");
-	struct sigaction sa = { .sa_handler = wake_signal };
 	struct bpf_program *prog, *dprog;
 	struct bpf_object *obj, *dobj;
 	struct bpf_link *link, *dlink;
 	__u64 before, runs;
-	int asleep = 0;
 	pthread_t t;
 
-	sigaction(SIGUSR1, &sa, NULL);	/* no SA_RESTART: the sleep ends with EINTR */
 	obj = counter_load(obj_path, "fexit_multi", getpid(), &prog);
 	dobj = counter_load(obj_path, "drain_runs", 0, &dprog);
 	check(obj && dobj && drain, "programs load, md_drain_fn at %#lx", drain);
@@ -730,15 +730,7 @@ static void test_drain_backoff(void)
 	      link ? "ok" : strerror(errno));
 	if (!link)
 		goto out;
-	__atomic_store_n(&long_sleep_tid, 0, __ATOMIC_RELEASE);
-	pthread_create(&t, NULL, long_sleeper, NULL);
-	for (int w = 0; w < 300 && !asleep; w++) {
-		int tid = __atomic_load_n(&long_sleep_tid, __ATOMIC_ACQUIRE);
-
-		poll(NULL, 0, 10);
-		asleep = tid && in_nanosleep(tid);
-	}
-	check(asleep, "a thread sleeps in clock_nanosleep");
+	check(start_long_sleeper(&t), "a thread sleeps in clock_nanosleep");
 	set_cfg(dobj, 0, drain);
 	dlink = bpf_program__attach(dprog);
 	check(dlink != NULL, "workqueue_execute_start counted for md_drain_fn (%s)",
