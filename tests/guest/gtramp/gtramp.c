@@ -19,6 +19,16 @@
  *                           __x64_sys_getpgid: fentry.multi keeps counting exactly in both
  *                           orders; fexit/fmod_ret/fsession.multi and the module refuse
  *                           each other with EBUSY and leave nothing behind
+ *   gtramp ipmodify-peer N  the module, a per-function fentry or fexit and a global link of
+ *                           each kind on getpgid, in every order of arrival and of
+ *                           departure: a global link that calls the function and the
+ *                           module refuse each other (EBUSY), the rest attaches; after each
+ *                           step every call runs the module's replacement while it is
+ *                           loaded and every program counts it
+ *   gtramp ipmodify-transient N
+ *                           N refused fexit.multi attaches next to the module and a global
+ *                           fentry.multi: no call of getpgid made meanwhile by another
+ *                           process runs the function's own body
  *   gtramp detach-fault N [all]
  *                           the ftrace update of a detach fails (failslab, this thread
  *                           only): the functions run their own code and no program, their
@@ -42,6 +52,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -992,6 +1003,274 @@ out_btf:
 }
 
 /*
+ * gtramp ipmodify-peer: three users of __x64_sys_getpgid's ftrace site arrive and leave in
+ * every order: the IPMODIFY module (M), a per-function trampoline (P: fentry or fexit) and
+ * a global link on getpgid, getpriority and getsid (G: each kind). The rule: M and a G that
+ * calls the function (fexit, fmod_ret, fsession) refuse each other with EBUSY, whichever
+ * comes second; everything else attaches. After every step, every call runs the module's
+ * replacement while it is loaded and every program attached counts every call. fmod_ret
+ * is configured to change nothing (skipping the function is another subject), so its own
+ * count is not checked.
+ */
+enum { PEER_MOD, PEER_PER, PEER_GLOBAL, PEER_ACTORS };
+
+struct peer_case {
+	unsigned long addr;
+	long n, real;
+	const __u32 *ids;
+	struct bpf_program *pprog, *gprog;
+	struct bpf_object *pobj, *gobj;
+	const char *pkind, *gkind;
+	int g_origin, g_counts;
+	struct bpf_link *p, *g;
+	int on[PEER_ACTORS];
+	char fail[256];		/* the first thing that went wrong in this case */
+};
+
+static void peer_fail(struct peer_case *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void peer_fail(struct peer_case *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->fail[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(c->fail, sizeof(c->fail), fmt, ap);
+	va_end(ap);
+}
+
+/* n calls: the module's value while it is loaded, each attached program counts each. */
+static void peer_expect(struct peer_case *c, const char *step)
+{
+	__u64 p0 = counter_hits(c->pobj, c->addr), g0 = counter_hits(c->gobj, c->addr);
+	long want = c->on[PEER_MOD] ? KMOD_RET : c->real;
+	long long k0 = kmod_calls(), k1;
+	long same = getpgid_returning(c->n, want);
+	__u64 p = counter_hits(c->pobj, c->addr) - p0, g = counter_hits(c->gobj, c->addr) - g0;
+
+	k1 = kmod_calls();
+	if (same != c->n)
+		peer_fail(c, "%s: %ld of %ld calls returned %ld", step, same, c->n, want);
+	if (c->on[PEER_MOD] && k1 - k0 != c->n)
+		peer_fail(c, "%s: the module's replacement ran %lld of %ld", step, k1 - k0, c->n);
+	if (p != (__u64)(c->on[PEER_PER] ? c->n : 0))
+		peer_fail(c, "%s: %s counted %llu (want %ld)", step, c->pkind,
+			  (unsigned long long)p, c->on[PEER_PER] ? c->n : 0);
+	if (c->g_counts && g != (__u64)(c->on[PEER_GLOBAL] ? c->n : 0))
+		peer_fail(c, "%s: %s.multi counted %llu (want %ld)", step, c->gkind,
+			  (unsigned long long)g, c->on[PEER_GLOBAL] ? c->n : 0);
+}
+
+static void peer_arrive(struct peer_case *c, int who)
+{
+	int refuse = c->g_origin &&
+		     ((who == PEER_MOD && c->on[PEER_GLOBAL]) ||
+		      (who == PEER_GLOBAL && c->on[PEER_MOD]));
+	const char *name[] = { "module", c->pkind, c->gkind };
+	int err;
+
+	if (who == PEER_MOD) {
+		err = kmod_load();
+	} else if (who == PEER_PER) {
+		c->p = bpf_program__attach(c->pprog);
+		err = c->p ? 0 : errno;
+	} else {
+		c->g = attach_global(c->gprog, c->ids, NULL, 3);
+		err = c->g ? 0 : errno;
+	}
+	if (refuse ? err != EBUSY : err != 0)
+		peer_fail(c, "%s arriving: %s (want %s)", name[who], errname(err),
+			  refuse ? "EBUSY" : "ok");
+	c->on[who] = !err;
+	peer_expect(c, name[who]);
+}
+
+static void peer_leave(struct peer_case *c, int who)
+{
+	const char *name[] = { "module gone", "per-function gone", "global gone" };
+
+	if (!c->on[who])
+		return;
+	if (who == PEER_MOD) {
+		int err = kmod_unload();
+
+		if (err)
+			peer_fail(c, "module unload: %s", errname(err));
+	} else if (who == PEER_PER) {
+		bpf_link__destroy(c->p);
+		c->p = NULL;
+	} else {
+		bpf_link__destroy(c->g);
+		c->g = NULL;
+	}
+	c->on[who] = 0;
+	peer_expect(c, name[who]);
+}
+
+/* The BTF ids of getpgid, getpriority and getsid, sorted: 0, or -1 if one is missing. */
+static int three_ids(const struct btf *btf, __u32 *ids)
+{
+	ids[0] = func_id(btf, "__x64_sys_getpgid");
+	ids[1] = func_id(btf, "__x64_sys_getpriority");
+	ids[2] = func_id(btf, "__x64_sys_getsid");
+	qsort(ids, 3, sizeof(ids[0]), cmp_u32);
+	return (__s32)ids[0] > 0 && (__s32)ids[1] > 0 && (__s32)ids[2] > 0 ? 0 : -1;
+}
+
+static const int peer_orders[6][3] = {
+	{ 0, 1, 2 }, { 0, 2, 1 }, { 1, 0, 2 }, { 1, 2, 0 }, { 2, 0, 1 }, { 2, 1, 0 },
+};
+
+static void test_ipmodify_peer(long n)
+{
+	static const char *const pprogs[] = { "fentry_one", "fexit_one" };
+	static const char *const pkinds[] = { "fentry", "fexit" };
+	static const char *const gprogs[] = { "fentry_multi", "fexit_multi", "fmodret_multi",
+					      "session_multi" };
+	static const char *const gkinds[] = { "fentry", "fexit", "fmod_ret", "fsession" };
+	struct bpf_object *pobj[2] = {}, *gobj[4] = {};
+	struct bpf_program *pprog[2], *gprog[4];
+	struct btf *btf = NULL;
+	int cases = 0, failed = 0;
+	__u32 ids[3];
+	long real;
+
+	check(access(kmod_path, R_OK) == 0 && !kmod_loaded(),
+	      "test module %s present and not loaded", kmod_path);
+	real = syscall(SYS_getpgid, 0);
+	btf = btf__load_vmlinux_btf();
+	if (!btf || access(kmod_path, R_OK) || kmod_loaded() || real < 0 || real == KMOD_RET ||
+	    three_ids(btf, ids)) {
+		check(0, "vmlinux BTF with getpgid, getpriority and getsid");
+		goto out;
+	}
+	pobj[0] = counter_load(obj_path, pprogs[0], getpid(), &pprog[0]);
+	pobj[1] = counter_load(gexit_path, pprogs[1], getpid(), &pprog[1]);
+	gobj[0] = counter_load(obj_path, gprogs[0], getpid(), &gprog[0]);
+	for (int k = 1; k < 4; k++)
+		gobj[k] = counter_load(gexit_path, gprogs[k], getpid(), &gprog[k]);
+	check(pobj[0] && pobj[1] && gobj[0] && gobj[1] && gobj[2] && gobj[3], "programs load");
+	if (!pobj[0] || !pobj[1] || !gobj[0] || !gobj[1] || !gobj[2] || !gobj[3])
+		goto out;
+
+	for (int pk = 0; pk < 2; pk++) {
+		for (int gk = 0; gk < 4; gk++) {
+			for (int a = 0; a < 6; a++) {
+				for (int l = 0; l < 6; l++) {
+					struct peer_case c = {
+						.addr = ksym_addr("__x64_sys_getpgid"), .n = n,
+						.real = real, .ids = ids, .pprog = pprog[pk],
+						.gprog = gprog[gk], .pobj = pobj[pk],
+						.gobj = gobj[gk], .pkind = pkinds[pk],
+						.gkind = gkinds[gk], .g_origin = gk > 0,
+						.g_counts = gk != 2,
+					};
+					char order[8];
+
+					for (int i = 0; i < 3; i++) {
+						order[i] = "MPG"[peer_orders[a][i]];
+						order[4 + i] = "MPG"[peer_orders[l][i]];
+					}
+					order[3] = '/';
+					order[7] = 0;
+					for (int i = 0; i < 3; i++)
+						peer_arrive(&c, peer_orders[a][i]);
+					for (int i = 0; i < 3; i++)
+						peer_leave(&c, peer_orders[l][i]);
+					cases++;
+					failed += !!c.fail[0];
+					if (c.fail[0])
+						check(0, "P=%s G=%s.multi, arrive/leave %s: %s",
+						      pkinds[pk], gkinds[gk], order, c.fail);
+					if (kmod_loaded()) {
+						check(0, "module still loaded after a case");
+						goto out;
+					}
+				}
+			}
+		}
+	}
+	check(!failed, "%d of %d cases of arrival and departure orders hold (%ld calls each step)",
+	      cases - failed, cases, n);
+out:
+	for (int k = 0; k < 2; k++)
+		bpf_object__close(pobj[k]);
+	for (int k = 0; k < 4; k++)
+		bpf_object__close(gobj[k]);
+	btf__free(btf);
+}
+
+/*
+ * gtramp ipmodify-transient N: with the module loaded and a global fentry.multi link on
+ * getpgid (which shares the site with the module), a global fexit.multi link on the same
+ * functions is refused N times while another process calls getpgid in a loop. No call may
+ * run the function's own body meanwhile: none may return anything but the module's value.
+ */
+static void test_ipmodify_transient(long n)
+{
+	struct bpf_object *fobj = NULL, *xobj = NULL;
+	struct bpf_program *fprog, *xprog;
+	struct bpf_link *g = NULL, *x;
+	volatile long *shared;
+	long refused = 0;
+	struct btf *btf;
+	__u32 ids[3];
+	pid_t child = -1;
+	int status, setup;
+
+	shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	btf = btf__load_vmlinux_btf();
+	setup = shared != MAP_FAILED && btf && !kmod_loaded() && !three_ids(btf, ids);
+	check(setup, "shared memory, vmlinux BTF with the three functions, module not loaded");
+	if (!setup)
+		goto out;
+	fobj = counter_load(obj_path, "fentry_multi", getpid(), &fprog);
+	xobj = counter_load(gexit_path, "fexit_multi", getpid(), &xprog);
+	check(fobj && xobj && !kmod_load(), "programs load, module loads");
+	if (!fobj || !xobj || !kmod_loaded())
+		goto out;
+	g = attach_global(fprog, ids, NULL, 3);
+	check(g != NULL, "global fentry.multi attaches next to the module (%s)",
+	      g ? "ok" : strerror(errno));
+	if (!g)
+		goto out;
+	shared[0] = shared[1] = shared[2] = 0;
+	child = fork();
+	if (!child) {
+		while (!shared[2]) {
+			long r = syscall(SYS_getpgid, 0);
+
+			shared[0]++;
+			if (r != KMOD_RET)
+				shared[1]++;
+		}
+		_exit(0);
+	}
+	while (!shared[0])
+		sched_yield();
+	for (long i = 0; i < n; i++) {
+		x = attach_global(xprog, ids, NULL, 3);
+		refused += !x && errno == EBUSY;
+		bpf_link__destroy(x);
+	}
+	shared[2] = 1;
+	waitpid(child, &status, 0);
+	check(refused == n, "fexit.multi refused %ld of %ld times (EBUSY)", refused, n);
+	check(shared[1] == 0,
+	      "%ld calls of getpgid during the refused attaches, %ld ran the function's own body",
+	      shared[0], shared[1]);
+out:
+	bpf_link__destroy(g);
+	if (kmod_loaded())
+		check(!kmod_unload(), "module unloads");
+	bpf_object__close(fobj);
+	bpf_object__close(xobj);
+	btf__free(btf);
+}
+
+/*
  * failslab for the calling thread alone (task-filter): while its make-it-fail is 1, every
  * slab allocation the thread makes that may fail fails, opening a file included, so the
  * switch is opened beforehand and nothing is printed while it is on. No report per
@@ -1271,6 +1550,10 @@ int main(int argc, char **argv)
 		test_coexist(n);
 	else if (!strcmp(cmd, "ipmodify"))
 		test_ipmodify(n);
+	else if (!strcmp(cmd, "ipmodify-peer"))
+		test_ipmodify_peer(n);
+	else if (!strcmp(cmd, "ipmodify-transient"))
+		test_ipmodify_transient(n);
 	else if (!strcmp(cmd, "detach-fault"))
 		test_detach_fault(n, has_arg(argc, argv, "all"));
 	else if (!strcmp(cmd, "stress"))
@@ -1278,7 +1561,7 @@ int main(int argc, char **argv)
 			    has_arg(argc, argv, "per-function") ? 0 : BPF_F_TRACING_MULTI_GLOBAL,
 			    has_arg(argc, argv, "all-cpus"));
 	else {
-		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|detach-fault|stress [N] [per-function] [all-cpus]\n",
+		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|ipmodify-peer|ipmodify-transient|detach-fault|stress [N] [per-function] [all-cpus]\n",
 			argv[0]);
 		return 2;
 	}

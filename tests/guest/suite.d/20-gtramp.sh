@@ -1,7 +1,8 @@
 # Global-trampoline backend of the tracing multi-link (kernel series, issue 5): on our kernel
 # every behaviour; on stock 7.3.4 the flag must be refused with EINVAL (what user space
 # probes for). 6.12 has no tracing multi-link at all. gtramp-ipmodify loads the test module
-# build/guest/gtramp_kmod.ko (an IPMODIFY ftrace user, like livepatch). gtramp-detach-fault*
+# build/guest/gtramp_kmod.ko (an IPMODIFY ftrace user, like livepatch); gtramp-ipmodify-peer
+# adds a per-function trampoline on the same function, in every order. gtramp-detach-fault*
 # fail the ftrace update of a detach with failslab (CONFIG_FAILSLAB, this thread only).
 if on ours; then
 	run gtramp-basic "$bin/gtramp" basic 1000
@@ -12,6 +13,8 @@ if on ours; then
 	run gtramp-churn "$bin/gtramp" churn 60
 	run gtramp-coexist "$bin/gtramp" coexist 500
 	run gtramp-ipmodify "$bin/gtramp" ipmodify 500
+	run gtramp-ipmodify-peer "$bin/gtramp" ipmodify-peer 20
+	run gtramp-ipmodify-transient "$bin/gtramp" ipmodify-transient 200
 	run gtramp-detach-fault "$bin/gtramp" detach-fault 1000
 	run gtramp-detach-fault-all "$bin/gtramp" detach-fault 300 all
 	run gtramp-stress "$bin/gtramp" stress 10
