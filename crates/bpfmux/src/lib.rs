@@ -13,7 +13,7 @@
 //!  TraceOptions ─ trace::plan() ──▶ Plan ───── Plan::attach(Control) ──▶ Tracer
 //!  (patterns, engine,    selection + engine,     links made; counting     │
 //!   filters, latency,    nothing loaded          starts once all are in   │
-//!   errors, graph,                                                         │
+//!   errors, graph,         │ Report::planned(&plan)  Report::attached(&tracer)
 //!   inject)                                                                │
 //!                                                                          ▼
 //!  RunOptions ─────────────────────────────────────────▶ Session::new(tracer, run)
@@ -27,6 +27,12 @@
 //!                                                   (totals, stacks symbolized,
 //!                                                    errors per errno, call graph)
 //! ```
+//!
+//! Every [`trace::Report`] form can carry [`trace::Notes`]: what the run
+//! says about itself (the plan, the attach, times and losses at the end) as
+//! lines on a writer of their own. The library's text names no program: the
+//! caller gives the prefix and, through [`trace::Hint`], its own words for
+//! how to see more or how to stop.
 //!
 //! An error or a cancel at any step leaves nothing attached: [`trace::Plan::attach`]
 //! detaches what it made before it returns the error, and dropping a

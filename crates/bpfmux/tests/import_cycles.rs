@@ -8,23 +8,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A module path, e.g. `["xdp", "engine", "dispatcher"]`; empty: the crate root.
 type ModPath = Vec<String>;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = fs::read_dir(dir) else { return };
-    let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-}
+#[path = "common/rust_files.rs"]
+mod files;
+use files::rust_files;
 
 /// The module a file is: `src/xdp/engine/mod.rs` → `xdp::engine`.
 fn module_of(src: &Path, file: &Path) -> ModPath {

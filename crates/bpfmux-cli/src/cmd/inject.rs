@@ -2,12 +2,12 @@
 //! testing error paths. The run is `bpfmux trace`'s (the library's
 //! `trace::Session`) with fmod_ret programs instead of tracing ones.
 
-use anyhow::{bail, Context as _};
+use anyhow::{anyhow, bail, Context as _};
 use bpfmux::trace::errors::{errno_by_name, errno_name};
-use bpfmux::trace::inject::Injection;
-use bpfmux::trace::{self, Filters, JsonLines, PlainText, Report};
+use bpfmux::trace::inject::{InjectError, Injection};
+use bpfmux::trace::{self, Filters, JsonLines, PlainText};
 
-use super::trace::{execute, inputs, Shared, Which};
+use super::trace::{execute, inputs, Output, Shared, Which};
 
 /// Make kernel functions return an errno: every function the patterns
 /// select that is on the kernel's error-injection list, through one
@@ -80,7 +80,11 @@ fn parse_errno(s: &str) -> anyhow::Result<i32> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let engine = inputs::engine(args.engine.as_deref())?;
-    let injection = Injection::new(parse_errno(&args.errno)?, args.probability, args.times)?;
+    let injection = Injection::new(parse_errno(&args.errno)?, args.probability, args.times)
+        .map_err(|e| match e {
+            InjectError::Times => anyhow!("--times 0 would inject nothing"),
+            e => e.into(),
+        })?;
     let shared = Shared {
         who: "bpfmux inject",
         which: &args.which,
@@ -96,11 +100,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..Default::default()
     };
     let json = args.json;
-    execute(&shared, opts, |out| -> Box<dyn Report> {
+    execute(&shared, opts, |out, notes| {
         if json {
-            Box::new(JsonLines::new(out, false))
+            Output::Json(JsonLines::new(out, false).with_notes(notes))
         } else {
-            Box::new(PlainText::new(out, false, None, false))
+            Output::Plain(PlainText::new(out, false, None, false).with_notes(notes))
         }
     })
 }

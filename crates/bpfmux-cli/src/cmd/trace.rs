@@ -11,8 +11,9 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use bpfmux::trace::{self, output, Control, Filters, Pattern};
-use bpfmux::trace::{JsonLines, LiveTable, PlainText, Report, RunOptions, SelectOptions, Session};
+use bpfmux::trace::{self, Control, Detail, Filters, Hint, Notes, Pattern, Summary};
+use bpfmux::trace::{JsonLines, LiveTable, PlainText, Report, RunOptions, Session};
+use bpfmux::trace::{SelectError, SelectOptions};
 
 use crate::parse::{parse_interval, parse_seconds};
 use crate::progress::AttachProgress;
@@ -150,19 +151,57 @@ pub(super) struct Which {
     command: Option<String>,
 }
 
-pub(super) fn say(lines: Vec<String>) {
-    lines.iter().for_each(|l| eprintln!("{l}"));
+/// Where the library's notes leave room for the CLI's own words: the
+/// options that show more, the key that stops.
+fn hints(h: Hint) -> Option<&'static str> {
+    Some(match h {
+        Hint::DropReasons => "-v: why",
+        Hint::ListAll => "-vv lists all",
+        Hint::Stop => "Ctrl-C to stop",
+    })
 }
 
-/// The library's lines, with `who` in front instead of `bpfmux trace`.
-fn say_as(who: &str, lines: Vec<String>) {
-    say(lines
-        .into_iter()
-        .map(|l| match l.strip_prefix("bpfmux trace:") {
-            Some(rest) => format!("{who}:{rest}"),
-            None => l,
-        })
-        .collect());
+/// The library's error, with the CLI's hint where the library leaves room
+/// for one: every match dropped, more than the message lists.
+fn with_hints(e: trace::Error) -> anyhow::Error {
+    match e {
+        trace::Error::Select(SelectError::AllDropped { dropped }) => anyhow::anyhow!(
+            "no traceable function left after filtering ({} matched, all dropped{})",
+            dropped.len(),
+            trace::describe_dropped(&dropped, Some("-v says why"))
+        ),
+        e => e.into(),
+    }
+}
+
+/// The report forms `bpfmux trace` and `bpfmux inject` write to standard
+/// output, each with the run's notes on standard error.
+pub(super) enum Output {
+    Json(JsonLines<crate::out::Stdout>),
+    Live(LiveTable<crate::out::Stdout>),
+    Plain(PlainText<crate::out::Stdout>),
+}
+
+impl Output {
+    fn report(&mut self) -> &mut dyn Report {
+        match self {
+            Output::Json(r) => r,
+            Output::Live(r) => r,
+            Output::Plain(r) => r,
+        }
+    }
+
+    /// The summary; in JSON with the exit status of `-c`'s command, when
+    /// there was one.
+    fn summary(&mut self, s: &Summary, command_exit: Option<i32>) -> std::io::Result<()> {
+        match self {
+            Output::Json(r) => r.summary_with(
+                s,
+                command_exit.map(|c| ("command_exit".to_string(), c.into())),
+            ),
+            other => other.report().summary(s),
+        }
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -202,13 +241,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         inject: None,
         filters: Filters::default(),
     };
-    execute(&shared, opts, |out| -> Box<dyn Report> {
+    execute(&shared, opts, |out, notes| {
         if args.json {
-            Box::new(JsonLines::new(out, intervals))
+            Output::Json(JsonLines::new(out, intervals).with_notes(notes))
         } else if intervals && std::io::stdout().is_terminal() {
-            Box::new(LiveTable::new(out, args.latency, args.top))
+            Output::Live(
+                LiveTable::new(out, args.latency, args.top)
+                    .with_notes(notes)
+                    .with_title("bpfmux trace: "),
+            )
         } else {
-            Box::new(PlainText::new(out, args.latency, args.top, intervals))
+            Output::Plain(PlainText::new(out, args.latency, args.top, intervals).with_notes(notes))
         }
     })
 }
@@ -235,6 +278,16 @@ impl Shared<'_> {
         }
         inputs::check_comm(w.comm.as_deref())
     }
+
+    /// What the run says about itself, on standard error, as `who`.
+    fn notes(&self) -> Notes {
+        notes_to(std::io::stderr(), self.who, self.verbose)
+    }
+}
+
+/// The library's notes as `who` (`bpfmux trace`) says them, with its hints.
+fn notes_to(out: impl Write + 'static, who: &str, verbose: u8) -> Notes {
+    Notes::new(out, format!("{who}: "), Detail::from_level(verbose)).with_hints(hints)
 }
 
 /// Plans, attaches, runs until the duration, the command's end or a signal,
@@ -243,7 +296,7 @@ impl Shared<'_> {
 pub(super) fn execute(
     shared: &Shared<'_>,
     mut opts: trace::TraceOptions,
-    report: impl FnOnce(crate::out::Stdout) -> Box<dyn Report>,
+    output: impl FnOnce(crate::out::Stdout, Notes) -> Output,
 ) -> anyhow::Result<()> {
     let w = shared.which;
     let cgroup_id = w.cgroup.as_deref().map(inputs::cgroup_id).transpose()?;
@@ -254,9 +307,10 @@ pub(super) fn execute(
         cgroup_id,
         comm: w.comm.clone(),
     };
-    let plan = trace::plan(opts)?;
+    let plan = trace::plan(opts).map_err(with_hints)?;
     let n = plan.selection.funcs.len();
-    say_as(shared.who, output::plan_lines(&plan, shared.verbose));
+    let mut output = output(crate::out::stdout(), shared.notes());
+    output.report().planned(&plan)?;
 
     let bar = AttachProgress::new(n);
     let (progress, detached) = (|k: usize| bar.inc(k), |k: usize| bar.dec(k));
@@ -284,16 +338,15 @@ pub(super) fn execute(
         }
         Err(e) => return Err(e.into()),
     };
-    say_as(shared.who, output::attach_lines(&tracer, shared.verbose));
+    output.report().attached(&tracer)?;
     if let Some(c) = child.as_mut() {
         c.release()?;
     }
-    let mut report = report(crate::out::stdout());
     let interval = Duration::from_secs_f64(w.interval);
     let duration = w.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
     let mut session = Session::new(tracer, RunOptions { interval, duration });
     let mut stop = || signals::stopped() | child.as_mut().is_some_and(|c| c.exited());
-    let window = session.run(&mut stop, report.as_mut());
+    let window = session.run(&mut stop, output.report());
     bar.detaching(session.tracer().nr_attached());
     session.detach(&|k| bar.dec(k));
     bar.finish();
@@ -304,10 +357,8 @@ pub(super) fn execute(
             shared.who
         );
     }
-    let mut summary = session.summary(&window?)?;
-    summary.command_exit = child.as_ref().and_then(Child::exit_code);
-    report.summary(&summary)?;
-    say_as(shared.who, trace::report::summary_notes(&summary));
+    let summary = session.summary(&window?)?;
+    output.summary(&summary, child.as_ref().and_then(Child::exit_code))?;
     Ok(())
 }
 
@@ -315,23 +366,199 @@ pub(super) fn execute(
 fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let needs_exit = args.latency || args.args || args.errors || args.graph;
-    let sel = trace::select(patterns, excludes, SelectOptions { needs_exit })?;
+    let sel = trace::select(patterns, excludes, SelectOptions { needs_exit })
+        .map_err(|e| with_hints(e.into()))?;
     let select_time = t0.elapsed();
     let mut out = crate::out::stdout();
     for f in &sel.funcs {
         writeln!(out, "{}", f.display_name())?;
     }
     out.flush()?;
-    let why = if args.verbose == 0 && !sel.dropped.is_empty() {
-        " (-v: why)"
-    } else {
-        ""
-    };
-    let (k, d) = (sel.funcs.len(), sel.dropped.len());
-    eprintln!("bpfmux trace: {k} functions selected, {d} dropped{why}");
-    if args.verbose > 0 {
-        say(output::drop_lines(&sel, args.verbose));
-        say(output::select_time_lines(&sel, select_time));
-    }
+    notes_to(std::io::stderr(), "bpfmux trace", args.verbose).selected(&sel, select_time)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The notes read, byte for byte, as they did when the library wrote
+    //! them with `bpfmux trace:` in front (guest checks parse them).
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use bpfmux::trace::summary::{AttachBreakdown, Lost};
+    use bpfmux::trace::{
+        DropReason, Dropped, EngineKind, ExitSide, Plan, Scope, Selection, Summary,
+    };
+
+    use super::notes_to;
+
+    fn selection(dropped: usize) -> Selection {
+        Selection {
+            funcs: vec![],
+            dropped: (0..dropped)
+                .map(|i| Dropped {
+                    scope: Scope::Vmlinux,
+                    name: format!("f{i}"),
+                    reason: DropReason::Ambiguous(2),
+                    exact: false,
+                })
+                .collect(),
+            read_listings: true,
+            phases: vec![("btf", Duration::from_millis(12))],
+            listing_times: [
+                ("available_filter_functions", Duration::from_millis(30)),
+                ("kallsyms", Duration::from_millis(40)),
+            ],
+        }
+    }
+
+    fn plan(dropped: usize) -> Plan {
+        Plan {
+            opts: Default::default(),
+            selection: selection(dropped),
+            engine: EngineKind::KprobeMulti,
+            exit: ExitSide::Session,
+            skipped_engines: vec![(EngineKind::Global, "not this kernel".into())],
+            select_time: Duration::from_micros(81_250),
+        }
+    }
+
+    /// What the notes wrote, through a file of the test's own.
+    fn said(who: &str, verbose: u8, f: impl FnOnce(&mut bpfmux::trace::Notes)) -> String {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("bpfmux-notes-{}-{n}", std::process::id()));
+        let file = std::fs::File::create(&path).expect("a scratch file");
+        f(&mut notes_to(file, who, verbose));
+        let text = std::fs::read_to_string(&path).expect("the scratch file");
+        let _ = std::fs::remove_file(&path);
+        text
+    }
+
+    #[test]
+    fn plan_notes_are_what_they_were() {
+        let brief = said("bpfmux trace", 0, |n| n.planned(&plan(3)).unwrap());
+        assert_eq!(
+            brief,
+            "bpfmux trace: 0 functions with engine kprobe-multi, 3 dropped (-v: why)\n"
+        );
+        let none = said("bpfmux inject", 0, |n| n.planned(&plan(0)).unwrap());
+        assert_eq!(
+            none,
+            "bpfmux inject: 0 functions with engine kprobe-multi\n"
+        );
+        let verbose = said("bpfmux trace", 1, |n| n.planned(&plan(22)).unwrap());
+        let lines: Vec<_> = verbose.lines().collect();
+        assert_eq!(
+            lines[..4],
+            [
+                "bpfmux trace: 0 functions with engine kprobe-multi, 22 dropped",
+                "  engine global not used: not this kernel",
+                "  exits: one session program (entry and exit paired by the kernel)",
+                "  dropped 22: name shared by several kernel functions",
+            ]
+        );
+        assert_eq!(
+            lines[4],
+            "    vmlinux:f0: name shared by 2 kernel functions"
+        );
+        assert_eq!(lines[24], "    ... 2 more (-vv lists all)");
+        assert_eq!(
+            lines[25..],
+            [
+                "  selected in 81.2 ms (BTF + available_filter_functions + kallsyms; \
+                 ms: btf 12)",
+                "  meanwhile, on other threads (ms): available_filter_functions 30, kallsyms 40",
+            ]
+        );
+        let all = said("bpfmux trace", 2, |n| n.planned(&plan(22)).unwrap());
+        assert!(!all.contains("more"), "{all}");
+        assert_eq!(all.lines().count(), 4 + 22 + 2);
+    }
+
+    #[test]
+    fn all_dropped_says_how_to_see_why() {
+        let dropped = selection(7).dropped;
+        let e = super::with_hints(bpfmux::trace::SelectError::AllDropped { dropped }.into());
+        let text = format!("{e:#}");
+        assert!(
+            text.starts_with(
+                "no traceable function left after filtering (7 matched, all dropped: "
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("; ... 2 more; -v says why)"), "{text}");
+    }
+
+    #[test]
+    fn list_notes_are_what_they_were() {
+        let t = Duration::from_millis(5);
+        let brief = said("bpfmux trace", 0, |n| n.selected(&selection(2), t).unwrap());
+        assert_eq!(
+            brief,
+            "bpfmux trace: 0 functions selected, 2 dropped (-v: why)\n"
+        );
+        let brief = said("bpfmux trace", 0, |n| n.selected(&selection(0), t).unwrap());
+        assert_eq!(brief, "bpfmux trace: 0 functions selected, 0 dropped\n");
+        let verbose = said("bpfmux trace", 1, |n| n.selected(&selection(2), t).unwrap());
+        assert!(
+            verbose.starts_with(
+                "bpfmux trace: 0 functions selected, 2 dropped\n  \
+                 dropped 2: name shared by several kernel functions\n"
+            ),
+            "{verbose}"
+        );
+    }
+
+    #[test]
+    fn summary_notes_are_what_they_were() {
+        let mut s = Summary {
+            kind: "summary",
+            engine: EngineKind::Global,
+            exit_side: ExitSide::None,
+            functions_attached: 523,
+            functions_dropped: 0,
+            skipped: vec![],
+            links: 1,
+            select_ms: 1.0,
+            prepare_ms: 2.0,
+            attach_ms: 3.25,
+            detach_ms: 4.0,
+            attach_breakdown: AttachBreakdown {
+                program_loads: 1,
+                load_ms: 1.0,
+                links: 1,
+                link_functions: 523,
+                link_ms: 1.0,
+                refused_tries: 0,
+                refused_ms: 0.0,
+                split: vec![],
+            },
+            elapsed_s: 2.0,
+            events: 0,
+            injected: None,
+            errors: None,
+            graph: None,
+            lost: Lost::default(),
+            functions: vec![],
+            stacks: None,
+            latency: false,
+        };
+        assert_eq!(
+            said("bpfmux inject", 0, |n| n.summary(&s).unwrap()),
+            "bpfmux inject: engine global: attach 3.2 ms, detach 4.0 ms for 523 functions\n\
+             bpfmux inject: nothing lost (ring buffers, stacks, nesting, recursion guard)\n"
+        );
+        s.lost.events = 7;
+        assert_eq!(
+            said("bpfmux trace", 0, |n| n.summary(&s).unwrap())
+                .lines()
+                .nth(1),
+            Some(
+                "bpfmux trace: not recorded: 7 events, 0 error chains (ring buffers full), \
+                 0 call graph paths (map full), 0 stacks, 0 calls too deeply nested; 0 calls \
+                 skipped by the kernel's recursion guard"
+            )
+        );
+    }
 }

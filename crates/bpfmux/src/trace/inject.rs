@@ -85,8 +85,8 @@ pub enum InjectError {
     /// Not a probability.
     #[error("probability {0} is not in (0, 1]")]
     Probability(f64),
-    /// Zero times.
-    #[error("--times 0 would inject nothing")]
+    /// A limit of zero calls to fail.
+    #[error("making 0 calls fail would inject nothing")]
     Times,
     /// Injection asked for together with tracing of calls' exits or stacks:
     /// the fmod_ret programs do neither.

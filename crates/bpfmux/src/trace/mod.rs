@@ -25,7 +25,8 @@
 //! [`TraceOptions::graph`] they count calls per path of traced callers: the
 //! call tree in the summary ([`graph`]).
 //!
-//! [`output`] has the text forms the reports and `bpfmux trace` print.
+//! [`output`] has the text forms the reports write; [`notes`] what a run
+//! says about itself (plan, attach, times, losses), with the caller's prefix.
 
 mod btf;
 mod engine;
@@ -34,6 +35,7 @@ mod events;
 pub mod graph;
 pub mod inject;
 mod listings;
+pub mod notes;
 pub mod output;
 mod pattern;
 mod program;
@@ -58,10 +60,13 @@ pub use engine::{
 };
 pub use events::{Event, EventKind, FuncStats, Hist, Snapshot};
 pub use listings::ListingError;
+pub use notes::{Detail, Hint, Hints, Notes};
 pub use pattern::{Pattern, PatternError, Scope};
 pub use program::Filters;
 pub use report::{Interval, JsonLines, LiveTable, PlainText, Report};
-pub use select::{select, DropReason, Dropped, Func, SelectError, SelectOptions, Selection};
+pub use select::{
+    describe_dropped, select, DropReason, Dropped, Func, SelectError, SelectOptions, Selection,
+};
 pub use session::{RunOptions, Session, Window};
 pub use summary::Summary;
 

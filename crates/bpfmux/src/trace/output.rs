@@ -1,16 +1,12 @@
 //! Turning snapshots and events into what people read: the live table, the
 //! periodic text lines, JSON objects, latency histograms, event lines.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use super::btf::ValueKind;
-use super::engine::ExitSide;
 use super::errors::{ErrorChain, ErrorTotals, RetValue, MAX_DEPTH};
 use super::events::{Event, EventKind, FuncStats};
-use super::select::{Func, Selection};
-use super::{Plan, Tracer};
+use super::select::Func;
 
 /// Nanoseconds as `812ns`, `3.4us`, `12.0ms`, `1.20s`.
 pub fn fmt_ns(ns: u64) -> String {
@@ -379,153 +375,6 @@ pub fn error_totals_lines(totals: &[ErrorTotals]) -> Vec<String> {
             .collect();
         out.push(format!("{name:<14} {:>8}  {}", t.count, funcs.join(", ")));
     }
-    out
-}
-
-/// What `bpfmux trace` says once the functions and the engine are chosen:
-/// how many, which engine; with `verbose`, why better engines were not
-/// used, how exits are seen, what was dropped, where the time went.
-pub fn plan_lines(plan: &Plan, verbose: u8) -> Vec<String> {
-    let (sel, n) = (&plan.selection, plan.selection.funcs.len());
-    let dropped = match (sel.dropped.len(), verbose) {
-        (0, _) => String::new(),
-        (k, 0) => format!(", {k} dropped (-v: why)"),
-        (k, _) => format!(", {k} dropped"),
-    };
-    let s = if n == 1 { "" } else { "s" };
-    let mut out = vec![format!(
-        "bpfmux trace: {n} function{s} with engine {}{dropped}",
-        plan.engine
-    )];
-    if verbose == 0 {
-        return out;
-    }
-    for (k, why) in &plan.skipped_engines {
-        out.push(format!("  engine {k} not used: {why}"));
-    }
-    match plan.exit {
-        ExitSide::None => {}
-        ExitSide::Session => {
-            out.push("  exits: one session program (entry and exit paired by the kernel)".into())
-        }
-        ExitSide::Pair => out.push(
-            "  exits: separate entry and exit programs (paired by per-thread call stacks)".into(),
-        ),
-    }
-    out.extend(drop_lines(sel, verbose));
-    out.extend(select_time_lines(sel, plan.select_time));
-    out
-}
-
-/// What `bpfmux trace` says once attached: a warning per skipped function
-/// (the first 10, all with `verbose` > 1), the attach, and with `verbose`
-/// where its time went.
-pub fn attach_lines(t: &Tracer, verbose: u8) -> Vec<String> {
-    let warnings: Vec<_> = t.warnings().collect();
-    let shown = if verbose > 1 { usize::MAX } else { 10 };
-    let mut out: Vec<String> = warnings
-        .iter()
-        .take(shown)
-        .map(|d| {
-            format!(
-                "bpfmux trace: warning: skipped {}: {}",
-                d.display_name(),
-                d.reason
-            )
-        })
-        .collect();
-    if warnings.len() > shown {
-        out.push(format!(
-            "bpfmux trace: warning: ... {} more skipped (-vv lists all)",
-            warnings.len() - shown
-        ));
-    }
-    let links = t.nr_links();
-    out.push(format!(
-        "bpfmux trace: attached {} functions in {:.1} ms ({links} link{}, engine {}); Ctrl-C to stop",
-        t.nr_attached(),
-        t.attach_time.as_secs_f64() * 1e3,
-        if links == 1 { "" } else { "s" },
-        t.engine
-    ));
-    if verbose > 0 {
-        out.extend(attach_time_lines(t));
-    }
-    out
-}
-
-/// `-v`: drop counts by reason, then the dropped functions (the first 20,
-/// all with `verbose` > 1).
-pub fn drop_lines(sel: &Selection, verbose: u8) -> Vec<String> {
-    let mut out = Vec::new();
-    if sel.dropped.is_empty() {
-        return out;
-    }
-    for (why, k) in sel.drop_summary() {
-        out.push(format!("  dropped {k}: {why}"));
-    }
-    let limit = if verbose > 1 { usize::MAX } else { 20 };
-    for d in sel.dropped.iter().take(limit) {
-        out.push(format!("    {}:{}: {}", d.scope, d.name, d.reason));
-    }
-    if sel.dropped.len() > limit {
-        out.push(format!(
-            "    ... {} more (-vv lists all)",
-            sel.dropped.len() - limit
-        ));
-    }
-    out
-}
-
-/// `-v`: how long the selection took (`total`) and where the time went.
-pub fn select_time_lines(sel: &Selection, total: Duration) -> Vec<String> {
-    let ms = |(name, d): &(&str, Duration)| format!("{name} {:.0}", d.as_secs_f64() * 1e3);
-    let phases: Vec<String> = sel.phases.iter().map(ms).collect();
-    let mut out = vec![format!(
-        "  selected in {:.1} ms ({}; ms: {})",
-        total.as_secs_f64() * 1e3,
-        if sel.read_listings {
-            "BTF + available_filter_functions + kallsyms"
-        } else {
-            "exact names: BTF lookup only"
-        },
-        phases.join(", ")
-    )];
-    if sel.read_listings {
-        let reads: Vec<String> = sel.listing_times.iter().map(ms).collect();
-        out.push(format!(
-            "  meanwhile, on other threads (ms): {}",
-            reads.join(", ")
-        ));
-    }
-    out
-}
-
-/// `-v`: where the attach time went, the kernel's share apart from ours.
-pub fn attach_time_lines(t: &Tracer) -> Vec<String> {
-    let b = &t.breakdown;
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let plural = |n: usize, one: &'static str, many: &'static str| if n == 1 { one } else { many };
-    let mut out = vec![format!(
-        "  attach: maps {:.0} ms; {} program load{} {:.0} ms; {} link{} over {} functions {:.0} ms",
-        ms(t.prepare_time),
-        b.loads,
-        plural(b.loads, "", "s"),
-        ms(b.load_time),
-        b.links,
-        plural(b.links, "", "s"),
-        b.link_funcs,
-        ms(b.link_time),
-    )];
-    if b.refused_tries > 0 {
-        out.push(format!(
-            "  attach: {} link tr{} the kernel refused {:.0} ms",
-            b.refused_tries,
-            plural(b.refused_tries, "y", "ies"),
-            ms(b.refused_time)
-        ));
-    }
-    out.extend(b.split.iter().map(|why| format!("  links: {why}")));
     out
 }
 

@@ -1,16 +1,22 @@
 //! Where a [`super::Session`] sends what it reads: [`Report`], and its
 //! three forms — the live table of a terminal ([`LiveTable`]), plain lines
-//! for a file or pipe ([`PlainText`]) and JSON lines ([`JsonLines`]).
+//! for a file or pipe ([`PlainText`]) and JSON lines ([`JsonLines`]). Each
+//! can carry [`Notes`], what the run says about itself (the plan, the
+//! attach, times and losses at the end), written to a writer of their own.
 
 use std::io::{self, Write};
 use std::time::Duration;
 
+use serde_json::Value;
+
 use super::engine::EngineKind;
 use super::errors::ErrorChain;
 use super::events::Event;
+use super::notes::Notes;
 use super::output::{self, Row};
 use super::select::Func;
 use super::summary::{FunctionTotals, Summary};
+use super::{Plan, Tracer};
 
 /// One interval's numbers.
 #[derive(Clone, Copy, Debug)]
@@ -28,7 +34,20 @@ pub struct Interval<'a> {
 }
 
 /// Receives a run's output as it happens.
+///
+/// [`Report::planned`] and [`Report::attached`] come from the caller, which
+/// holds the [`Plan`] and the [`Tracer`] before a [`super::Session`] exists;
+/// the rest from the session ([`Report::summary`] again from the caller,
+/// after [`super::Session::summary`]).
 pub trait Report {
+    /// The functions and the engine are chosen, nothing is loaded yet.
+    fn planned(&mut self, _plan: &Plan) -> io::Result<()> {
+        Ok(())
+    }
+    /// Everything is attached; counting starts next.
+    fn attached(&mut self, _tracer: &Tracer) -> io::Result<()> {
+        Ok(())
+    }
     /// One call of a function whose arguments are captured.
     fn event(&mut self, event: &Event, func: &Func) -> io::Result<()>;
     /// A chain of traced calls that ended in an error
@@ -36,25 +55,70 @@ pub trait Report {
     fn error_chain(&mut self, chain: &ErrorChain) -> io::Result<()>;
     /// Counters of one interval.
     fn interval(&mut self, interval: &Interval<'_>) -> io::Result<()>;
-    /// The end of the run.
+    /// The end of the run: the totals, then the notes on times and losses.
     fn summary(&mut self, summary: &Summary) -> io::Result<()>;
+}
+
+/// [`Report::planned`] and [`Report::attached`] as every form has them:
+/// to its notes, if it has any.
+fn note(
+    notes: &mut Option<Notes>,
+    say: impl FnOnce(&mut Notes) -> io::Result<()>,
+) -> io::Result<()> {
+    notes.as_mut().map_or(Ok(()), say)
 }
 
 /// JSON lines: an object per event and per interval, then the summary.
 pub struct JsonLines<W> {
     out: W,
     intervals: bool,
+    notes: Option<Notes>,
 }
 
 impl<W: Write> JsonLines<W> {
-    /// `intervals`: also an object per interval (`bpfmux trace --json`
-    /// leaves them out when it prints events).
+    /// `intervals`: also an object per interval (a caller printing
+    /// per-call events may leave them out).
     pub fn new(out: W, intervals: bool) -> Self {
-        Self { out, intervals }
+        Self {
+            out,
+            intervals,
+            notes: None,
+        }
+    }
+
+    /// Writes `notes` too (as text, to their own writer).
+    pub fn with_notes(mut self, notes: Notes) -> Self {
+        self.notes = Some(notes);
+        self
+    }
+
+    /// [`Report::summary`] with the caller's own `fields` added to the
+    /// summary object (its keys sorted with the rest), e.g. the exit status
+    /// of a command the caller ran.
+    pub fn summary_with(
+        &mut self,
+        s: &Summary,
+        fields: impl IntoIterator<Item = (String, Value)>,
+    ) -> io::Result<()> {
+        // Through a `Value`: its keys come out sorted, as they always did.
+        let mut v = serde_json::to_value(s).map_err(io::Error::other)?;
+        if let Value::Object(m) = &mut v {
+            m.extend(fields);
+        }
+        writeln!(self.out, "{v}")?;
+        note(&mut self.notes, |n| n.summary(s))
     }
 }
 
 impl<W: Write> Report for JsonLines<W> {
+    fn planned(&mut self, plan: &Plan) -> io::Result<()> {
+        note(&mut self.notes, |n| n.planned(plan))
+    }
+
+    fn attached(&mut self, tracer: &Tracer) -> io::Result<()> {
+        note(&mut self.notes, |n| n.attached(tracer))
+    }
+
     fn event(&mut self, e: &Event, f: &Func) -> io::Result<()> {
         writeln!(self.out, "{}", output::event_json(e, f))
     }
@@ -74,9 +138,7 @@ impl<W: Write> Report for JsonLines<W> {
     }
 
     fn summary(&mut self, s: &Summary) -> io::Result<()> {
-        // Through a `Value`: its keys come out sorted, as they always did.
-        let v = serde_json::to_value(s).map_err(io::Error::other)?;
-        writeln!(self.out, "{v}")
+        self.summary_with(s, [])
     }
 }
 
@@ -87,6 +149,7 @@ pub struct PlainText<W> {
     latency: bool,
     top: Option<usize>,
     intervals: bool,
+    notes: Option<Notes>,
 }
 
 impl<W: Write> PlainText<W> {
@@ -98,11 +161,26 @@ impl<W: Write> PlainText<W> {
             latency,
             top,
             intervals,
+            notes: None,
         }
+    }
+
+    /// Writes `notes` too (to their own writer).
+    pub fn with_notes(mut self, notes: Notes) -> Self {
+        self.notes = Some(notes);
+        self
     }
 }
 
 impl<W: Write> Report for PlainText<W> {
+    fn planned(&mut self, plan: &Plan) -> io::Result<()> {
+        note(&mut self.notes, |n| n.planned(plan))
+    }
+
+    fn attached(&mut self, tracer: &Tracer) -> io::Result<()> {
+        note(&mut self.notes, |n| n.attached(tracer))
+    }
+
     fn event(&mut self, e: &Event, f: &Func) -> io::Result<()> {
         writeln!(self.out, "{}", output::event_line(e, f))
     }
@@ -172,7 +250,7 @@ impl<W: Write> Report for PlainText<W> {
                 }
             }
         }
-        Ok(())
+        note(&mut self.notes, |n| n.summary(s))
     }
 }
 
@@ -180,6 +258,7 @@ impl<W: Write> Report for PlainText<W> {
 /// [`PlainText`] has it.
 pub struct LiveTable<W> {
     text: PlainText<W>,
+    title: String,
 }
 
 impl<W: Write> LiveTable<W> {
@@ -187,11 +266,33 @@ impl<W: Write> LiveTable<W> {
     pub fn new(out: W, latency: bool, top: Option<usize>) -> Self {
         Self {
             text: PlainText::new(out, latency, top, false),
+            title: String::new(),
         }
+    }
+
+    /// Writes `notes` too (to their own writer).
+    pub fn with_notes(mut self, notes: Notes) -> Self {
+        self.text.notes = Some(notes);
+        self
+    }
+
+    /// Starts the table's head line (`N functions, engine E, S s`) with
+    /// `title`, e.g. `"mytool: "`.
+    pub fn with_title(mut self, title: impl Into<String>) -> Self {
+        self.title = title.into();
+        self
     }
 }
 
 impl<W: Write> Report for LiveTable<W> {
+    fn planned(&mut self, plan: &Plan) -> io::Result<()> {
+        self.text.planned(plan)
+    }
+
+    fn attached(&mut self, tracer: &Tracer) -> io::Result<()> {
+        self.text.attached(tracer)
+    }
+
     fn event(&mut self, e: &Event, f: &Func) -> io::Result<()> {
         self.text.event(e, f)
     }
@@ -206,7 +307,8 @@ impl<W: Write> Report for LiveTable<W> {
         write!(t.out, "\x1b[H\x1b[2J")?;
         writeln!(
             t.out,
-            "bpfmux trace: {} functions, engine {}, {:.0} s",
+            "{}{} functions, engine {}, {:.0} s",
+            self.title,
             iv.functions,
             iv.engine,
             iv.elapsed.as_secs_f64()
@@ -298,33 +400,12 @@ pub fn totals_table(
     out
 }
 
-/// What `bpfmux trace` says at the end: attach and detach times, and what
-/// could not be recorded, if anything.
-pub fn summary_notes(s: &Summary) -> Vec<String> {
-    let mut out = vec![format!(
-        "bpfmux trace: engine {}: attach {:.1} ms, detach {:.1} ms for {} functions",
-        s.engine, s.attach_ms, s.detach_ms, s.functions_attached
-    )];
-    // Said every time, also when nothing was lost.
-    let l = &s.lost;
-    out.push(if l.any() {
-        format!(
-            "bpfmux trace: not recorded: {} events, {} error chains (ring buffers full), \
-             {} call graph paths (map full), {} stacks, {} calls too deeply nested; {} calls \
-             skipped by the kernel's recursion guard",
-            l.events, l.chains, l.graph, l.stacks, l.nesting, l.recursion_misses
-        )
-    } else {
-        "bpfmux trace: nothing lost (ring buffers, stacks, nesting, recursion guard)".into()
-    });
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::trace::engine::ExitSide;
     use crate::trace::events::FuncStats;
+    use crate::trace::notes::{Detail, Hint, Notes};
     use crate::trace::summary::{AttachBreakdown, FunctionTotals, Lost};
 
     fn summary() -> Summary {
@@ -367,7 +448,6 @@ mod tests {
             lost: Lost::default(),
             functions: vec![FunctionTotals::new("vfs_read", &s, Some(&h))],
             stacks: None,
-            command_exit: None,
             latency: true,
         }
     }
@@ -413,12 +493,19 @@ mod tests {
         );
         let plain = text(&mut |o| PlainText::new(o, false, None, true).interval(&iv).unwrap());
         assert!(plain.ends_with(" vfs_read 3 total 10\n"), "{plain}");
-        let live = text(&mut |o| LiveTable::new(o, false, Some(5)).interval(&iv).unwrap());
+        let live = text(&mut |o| {
+            LiveTable::new(o, false, Some(5))
+                .with_title("tool: ")
+                .interval(&iv)
+                .unwrap()
+        });
         let lines: Vec<_> = live.lines().collect();
         assert_eq!(
             lines[0],
-            "\x1b[H\x1b[2Jbpfmux trace: 7 functions, engine global, 2 s"
+            "\x1b[H\x1b[2Jtool: 7 functions, engine global, 2 s"
         );
+        let untitled = text(&mut |o| LiveTable::new(o, false, Some(5)).interval(&iv).unwrap());
+        assert!(untitled.starts_with("\x1b[H\x1b[2J7 functions, engine global, 2 s\n"));
         assert!(lines[1].starts_with("FUNCTION") && lines[2].starts_with("vfs_read"));
     }
 
@@ -471,7 +558,6 @@ mod tests {
             function: "m:f".into(),
             reason: "refused at attach: EINVAL".into(),
         }];
-        s.command_exit = Some(3);
         s.stacks = Some(vec![crate::trace::summary::StackSummary {
             function: "vfs_read".into(),
             count: 9,
@@ -520,8 +606,11 @@ mod tests {
             }],
             "command_exit": 3,
         });
+        // The caller's own field (here a command's exit status) sorted in.
         let mut out = Vec::new();
-        JsonLines::new(&mut out, true).summary(&s).unwrap();
+        JsonLines::new(&mut out, true)
+            .summary_with(&s, [("command_exit".to_string(), json!(3))])
+            .unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), format!("{old}\n"));
     }
 
@@ -603,7 +692,9 @@ mod tests {
         let mut s = summary();
         s.errors = Some(tally.totals());
         let mut out = Vec::new();
+        let said = Said::default();
         PlainText::new(&mut out, false, None, false)
+            .with_notes(Notes::new(said.clone(), "tool: ", Detail::Brief))
             .summary(&s)
             .unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -615,19 +706,103 @@ mod tests {
             ),
             "{text}"
         );
-        let notes = summary_notes(&s);
         assert_eq!(
-            notes[1],
-            "bpfmux trace: nothing lost (ring buffers, stacks, nesting, recursion guard)"
+            said.text(),
+            "tool: engine kprobe-multi: attach 3.0 ms, detach 4.0 ms for 2 functions\n\
+             tool: nothing lost (ring buffers, stacks, nesting, recursion guard)\n"
         );
         s.lost.chains = 3;
         s.lost.recursion_misses = 2;
+        let said = Said::default();
+        JsonLines::new(Vec::new(), false)
+            .with_notes(Notes::new(said.clone(), "", Detail::Brief))
+            .summary(&s)
+            .unwrap();
         assert_eq!(
-            summary_notes(&s)[1],
-            "bpfmux trace: not recorded: 0 events, 3 error chains (ring buffers full), \
-             0 call graph paths (map full), 0 stacks, 0 calls too deeply nested; 2 calls \
-             skipped by the kernel's recursion guard"
+            said.text().lines().nth(1),
+            Some(
+                "not recorded: 0 events, 3 error chains (ring buffers full), \
+                 0 call graph paths (map full), 0 stacks, 0 calls too deeply nested; 2 calls \
+                 skipped by the kernel's recursion guard"
+            )
         );
+    }
+
+    /// A writer whose text the test reads after the report wrote it.
+    #[derive(Clone, Default)]
+    struct Said(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+    impl Write for Said {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Said {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.borrow().clone()).unwrap()
+        }
+    }
+
+    #[test]
+    fn notes_of_a_selection_take_the_callers_hints() {
+        use crate::trace::{DropReason, Dropped, Scope, Selection};
+        let sel = Selection {
+            funcs: vec![],
+            dropped: (0..25)
+                .map(|i| Dropped {
+                    scope: Scope::Vmlinux,
+                    name: format!("f{i}"),
+                    reason: DropReason::Ambiguous(2),
+                    exact: false,
+                })
+                .collect(),
+            read_listings: false,
+            phases: vec![("btf", Duration::from_millis(3))],
+            listing_times: [("a", Duration::ZERO), ("b", Duration::ZERO)],
+        };
+        let hints: crate::trace::Hints = |h| match h {
+            Hint::DropReasons => Some("say more"),
+            Hint::ListAll => Some("list all"),
+            Hint::Stop => None,
+        };
+        let said = Said::default();
+        Notes::new(said.clone(), "t: ", Detail::Brief)
+            .with_hints(hints)
+            .selected(&sel, Duration::from_millis(5))
+            .unwrap();
+        assert_eq!(
+            said.text(),
+            "t: 0 functions selected, 25 dropped (say more)\n"
+        );
+        let said = Said::default();
+        Notes::new(said.clone(), "t: ", Detail::Verbose)
+            .with_hints(hints)
+            .selected(&sel, Duration::from_millis(5))
+            .unwrap();
+        let text = said.text();
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines[0], "t: 0 functions selected, 25 dropped");
+        assert_eq!(
+            lines[1],
+            "  dropped 25: name shared by several kernel functions"
+        );
+        assert_eq!(lines[22], "    ... 5 more (list all)");
+        assert_eq!(
+            lines[23],
+            "  selected in 5.0 ms (exact names: BTF lookup only; ms: btf 3)"
+        );
+        // Without hints, nothing in their places.
+        let said = Said::default();
+        Notes::new(said.clone(), "", Detail::Brief)
+            .selected(&sel, Duration::ZERO)
+            .unwrap();
+        assert_eq!(said.text(), "0 functions selected, 25 dropped\n");
     }
 
     #[test]

@@ -207,7 +207,7 @@ pub enum SelectError {
     #[error("pattern {0:?} matches no kernel function")]
     NoMatch(String),
     #[error("no traceable function left after filtering ({} matched, all dropped{})",
-        .dropped.len(), dropped_names(.dropped))]
+        .dropped.len(), describe_dropped(.dropped, None))]
     /// Every match was dropped; `dropped` says why for each.
     AllDropped {
         /// The functions matched, each with its reason.
@@ -215,8 +215,10 @@ pub enum SelectError {
     },
 }
 
-/// A few of the dropped functions with their reasons, for an error message.
-fn dropped_names(d: &[Dropped]) -> String {
+/// `: ` and a few of the dropped functions with their reasons, for an error
+/// message (empty when none were); when more were dropped than shown, the
+/// caller's `more` says how to see them all (`... 3 more; MORE`).
+pub fn describe_dropped(d: &[Dropped], more: Option<&str>) -> String {
     const SHOWN: usize = 5;
     if d.is_empty() {
         return String::new();
@@ -227,7 +229,8 @@ fn dropped_names(d: &[Dropped]) -> String {
         .map(|d| format!("{}: {}", d.display_name(), d.reason))
         .collect();
     if d.len() > SHOWN {
-        s.push(format!("... {} more; -v says why", d.len() - SHOWN));
+        let hint = more.map_or(String::new(), |m| format!("; {m}"));
+        s.push(format!("... {} more{hint}", d.len() - SHOWN));
     }
     format!(": {}", s.join("; "))
 }

@@ -255,7 +255,6 @@ impl Session {
             },
             functions,
             stacks,
-            command_exit: None,
             latency: snap.hist.is_some(),
         })
     }

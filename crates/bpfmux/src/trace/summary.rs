@@ -1,5 +1,5 @@
 //! The end of a trace run as data: totals per function, times, losses and
-//! the busiest stacks symbolized — what `bpfmux trace --json` prints last.
+//! the busiest stacks symbolized — what [`super::JsonLines`] writes last.
 
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ pub(crate) fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
-/// The end of a run: what `bpfmux trace --json` prints last, field for field.
+/// The end of a run: what [`super::JsonLines`] writes last, field for field.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     /// Always `"summary"`.
@@ -70,9 +70,6 @@ pub struct Summary {
     /// The busiest stacks, symbolized, when stacks were counted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Vec<StackSummary>>,
-    /// Exit status of the traced command, for callers that ran one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub command_exit: Option<i32>,
     /// Whether latency histograms were measured.
     #[serde(skip)]
     pub latency: bool,

@@ -1,0 +1,314 @@
+//! What a run says about itself besides its data: the functions and engine
+//! chosen, the attach, the selection, and at the end the attach and detach
+//! times and what could not be recorded. Lines for a person, written to a
+//! writer of their own (a tool sends them to standard error, apart from the
+//! data on standard output).
+//!
+//! The library's lines name no tool: the caller gives the prefix of its
+//! head lines ([`Notes::new`]) and, through [`Hint`], its own words for how
+//! to see more or how to stop (a command-line flag, a key to press).
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use super::engine::ExitSide;
+use super::select::Selection;
+use super::summary::Summary;
+use super::{Plan, Tracer};
+
+/// How much the notes say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Detail {
+    /// Counts only, and warnings about functions asked for by name.
+    #[default]
+    Brief,
+    /// Why engines were passed over, drops by reason (the first of them
+    /// listed), where the selection and the attach spent their time.
+    Verbose,
+    /// As `Verbose`, with every dropped and skipped function listed.
+    Full,
+}
+
+impl Detail {
+    /// 0 → `Brief`, 1 → `Verbose`, more → `Full` (the count of a
+    /// repeatable option).
+    pub fn from_level(level: u8) -> Self {
+        match level {
+            0 => Detail::Brief,
+            1 => Detail::Verbose,
+            _ => Detail::Full,
+        }
+    }
+}
+
+/// A place in the notes where the caller may add its own words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// After "N dropped" when the reasons are not shown ([`Detail::Brief`]):
+    /// how to see them.
+    DropReasons,
+    /// After "... N more" when not every dropped or skipped function is
+    /// listed: how to list them all.
+    ListAll,
+    /// After the attach line: how to stop the run.
+    Stop,
+}
+
+/// The caller's words for each [`Hint`]; `None` leaves the place empty.
+pub type Hints = fn(Hint) -> Option<&'static str>;
+
+fn no_hints(_: Hint) -> Option<&'static str> {
+    None
+}
+
+/// Writes a run's notes: [`Notes::planned`], [`Notes::attached`],
+/// [`Notes::selected`], [`Notes::summary`]. The three report forms take one
+/// with `with_notes` and write it at the matching [`super::Report`] events.
+pub struct Notes {
+    out: Box<dyn Write>,
+    prefix: String,
+    detail: Detail,
+    hints: Hints,
+}
+
+impl Notes {
+    /// Notes to `out`, each head line starting with `prefix` (e.g.
+    /// `"mytool: "`; indented detail lines have none).
+    pub fn new(out: impl Write + 'static, prefix: impl Into<String>, detail: Detail) -> Self {
+        Self {
+            out: Box::new(out),
+            prefix: prefix.into(),
+            detail,
+            hints: no_hints,
+        }
+    }
+
+    /// The caller's words at each [`Hint`].
+    pub fn with_hints(mut self, hints: Hints) -> Self {
+        self.hints = hints;
+        self
+    }
+
+    fn write(&mut self, lines: Vec<String>) -> io::Result<()> {
+        for l in lines {
+            writeln!(self.out, "{l}")?;
+        }
+        Ok(())
+    }
+
+    /// The functions and the engine are chosen: how many, which engine;
+    /// beyond [`Detail::Brief`], why better engines were not used, how exits
+    /// are seen, what was dropped, where the time went.
+    pub fn planned(&mut self, plan: &Plan) -> io::Result<()> {
+        let lines = self.plan_lines(plan);
+        self.write(lines)
+    }
+
+    /// Everything is attached: a warning per skipped function (the first
+    /// 10, all with [`Detail::Full`]), the attach; beyond [`Detail::Brief`],
+    /// where its time went.
+    pub fn attached(&mut self, tracer: &Tracer) -> io::Result<()> {
+        let lines = self.attach_lines(tracer);
+        self.write(lines)
+    }
+
+    /// A selection made on its own (no engine, nothing attached), which
+    /// took `took`: how many functions, how many dropped; beyond
+    /// [`Detail::Brief`], the drops and where the time went.
+    pub fn selected(&mut self, sel: &Selection, took: Duration) -> io::Result<()> {
+        let (k, d) = (sel.funcs.len(), sel.dropped.len());
+        let why = match self.hint(Hint::DropReasons) {
+            Some(h) if self.detail == Detail::Brief && d > 0 => format!(" ({h})"),
+            _ => String::new(),
+        };
+        let mut lines = vec![format!(
+            "{}{k} functions selected, {d} dropped{why}",
+            self.prefix
+        )];
+        if self.detail > Detail::Brief {
+            lines.extend(self.drop_lines(sel));
+            lines.extend(select_time_lines(sel, took));
+        }
+        self.write(lines)
+    }
+
+    /// The run is over: attach and detach times, and what could not be
+    /// recorded (said also when nothing was lost).
+    pub fn summary(&mut self, s: &Summary) -> io::Result<()> {
+        let p = &self.prefix;
+        let mut lines = vec![format!(
+            "{p}engine {}: attach {:.1} ms, detach {:.1} ms for {} functions",
+            s.engine, s.attach_ms, s.detach_ms, s.functions_attached
+        )];
+        let l = &s.lost;
+        lines.push(if l.any() {
+            format!(
+                "{p}not recorded: {} events, {} error chains (ring buffers full), \
+                 {} call graph paths (map full), {} stacks, {} calls too deeply nested; {} \
+                 calls skipped by the kernel's recursion guard",
+                l.events, l.chains, l.graph, l.stacks, l.nesting, l.recursion_misses
+            )
+        } else {
+            format!("{p}nothing lost (ring buffers, stacks, nesting, recursion guard)")
+        });
+        self.write(lines)
+    }
+
+    fn hint(&self, h: Hint) -> Option<&'static str> {
+        (self.hints)(h)
+    }
+
+    /// ` (words)` after a line, when the caller has words for `h`.
+    fn hint_suffix(&self, h: Hint) -> String {
+        self.hint(h).map_or(String::new(), |w| format!(" ({w})"))
+    }
+
+    fn plan_lines(&self, plan: &Plan) -> Vec<String> {
+        let (sel, n) = (&plan.selection, plan.selection.funcs.len());
+        let dropped = match (sel.dropped.len(), self.detail) {
+            (0, _) => String::new(),
+            (k, Detail::Brief) => format!(", {k} dropped{}", self.hint_suffix(Hint::DropReasons)),
+            (k, _) => format!(", {k} dropped"),
+        };
+        let s = if n == 1 { "" } else { "s" };
+        let mut out = vec![format!(
+            "{}{n} function{s} with engine {}{dropped}",
+            self.prefix, plan.engine
+        )];
+        if self.detail == Detail::Brief {
+            return out;
+        }
+        for (k, why) in &plan.skipped_engines {
+            out.push(format!("  engine {k} not used: {why}"));
+        }
+        match plan.exit {
+            ExitSide::None => {}
+            ExitSide::Session => out
+                .push("  exits: one session program (entry and exit paired by the kernel)".into()),
+            ExitSide::Pair => out.push(
+                "  exits: separate entry and exit programs (paired by per-thread call stacks)"
+                    .into(),
+            ),
+        }
+        out.extend(self.drop_lines(sel));
+        out.extend(select_time_lines(sel, plan.select_time));
+        out
+    }
+
+    fn attach_lines(&self, t: &Tracer) -> Vec<String> {
+        let p = &self.prefix;
+        let warnings: Vec<_> = t.warnings().collect();
+        let shown = if self.detail == Detail::Full {
+            usize::MAX
+        } else {
+            10
+        };
+        let mut out: Vec<String> = warnings
+            .iter()
+            .take(shown)
+            .map(|d| format!("{p}warning: skipped {}: {}", d.display_name(), d.reason))
+            .collect();
+        if warnings.len() > shown {
+            out.push(format!(
+                "{p}warning: ... {} more skipped{}",
+                warnings.len() - shown,
+                self.hint_suffix(Hint::ListAll)
+            ));
+        }
+        let links = t.nr_links();
+        let stop = self
+            .hint(Hint::Stop)
+            .map_or(String::new(), |w| format!("; {w}"));
+        out.push(format!(
+            "{p}attached {} functions in {:.1} ms ({links} link{}, engine {}){stop}",
+            t.nr_attached(),
+            t.attach_time.as_secs_f64() * 1e3,
+            if links == 1 { "" } else { "s" },
+            t.engine
+        ));
+        if self.detail > Detail::Brief {
+            out.extend(attach_time_lines(t));
+        }
+        out
+    }
+
+    /// Drop counts by reason, then the dropped functions (the first 20, all
+    /// with [`Detail::Full`]).
+    fn drop_lines(&self, sel: &Selection) -> Vec<String> {
+        let mut out = Vec::new();
+        if sel.dropped.is_empty() {
+            return out;
+        }
+        for (why, k) in sel.drop_summary() {
+            out.push(format!("  dropped {k}: {why}"));
+        }
+        let limit = if self.detail == Detail::Full {
+            usize::MAX
+        } else {
+            20
+        };
+        for d in sel.dropped.iter().take(limit) {
+            out.push(format!("    {}:{}: {}", d.scope, d.name, d.reason));
+        }
+        if sel.dropped.len() > limit {
+            out.push(format!(
+                "    ... {} more{}",
+                sel.dropped.len() - limit,
+                self.hint_suffix(Hint::ListAll)
+            ));
+        }
+        out
+    }
+}
+
+/// How long the selection took (`total`) and where the time went.
+fn select_time_lines(sel: &Selection, total: Duration) -> Vec<String> {
+    let ms = |(name, d): &(&str, Duration)| format!("{name} {:.0}", d.as_secs_f64() * 1e3);
+    let phases: Vec<String> = sel.phases.iter().map(ms).collect();
+    let mut out = vec![format!(
+        "  selected in {:.1} ms ({}; ms: {})",
+        total.as_secs_f64() * 1e3,
+        if sel.read_listings {
+            "BTF + available_filter_functions + kallsyms"
+        } else {
+            "exact names: BTF lookup only"
+        },
+        phases.join(", ")
+    )];
+    if sel.read_listings {
+        let reads: Vec<String> = sel.listing_times.iter().map(ms).collect();
+        out.push(format!(
+            "  meanwhile, on other threads (ms): {}",
+            reads.join(", ")
+        ));
+    }
+    out
+}
+
+/// Where the attach time went, the kernel's share apart from ours.
+fn attach_time_lines(t: &Tracer) -> Vec<String> {
+    let b = &t.breakdown;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let plural = |n: usize, one: &'static str, many: &'static str| if n == 1 { one } else { many };
+    let mut out = vec![format!(
+        "  attach: maps {:.0} ms; {} program load{} {:.0} ms; {} link{} over {} functions {:.0} ms",
+        ms(t.prepare_time),
+        b.loads,
+        plural(b.loads, "", "s"),
+        ms(b.load_time),
+        b.links,
+        plural(b.links, "", "s"),
+        b.link_funcs,
+        ms(b.link_time),
+    )];
+    if b.refused_tries > 0 {
+        out.push(format!(
+            "  attach: {} link tr{} the kernel refused {:.0} ms",
+            b.refused_tries,
+            plural(b.refused_tries, "y", "ies"),
+            ms(b.refused_time)
+        ));
+    }
+    out.extend(b.split.iter().map(|why| format!("  links: {why}")));
+    out
+}
