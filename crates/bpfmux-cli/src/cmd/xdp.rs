@@ -4,7 +4,9 @@
 use std::io::Write;
 
 use anyhow::{bail, Result};
-use bpfmux::xdp::{self, ActionSet, AttachOptions, EngineChoice, Mode, ProgSpec, SetView};
+use bpfmux::xdp::libxdp::LibxdpError;
+use bpfmux::xdp::{self, ActionSet, ActionSetError, AttachOptions, EngineChoice, Mode, ProgSpec};
+use bpfmux::xdp::{Problem, Refusal, SetView};
 
 /// Run several XDP programs on one interface, in order, chained by return code.
 #[derive(clap::Args)]
@@ -129,7 +131,14 @@ pub fn run(args: Args) -> Result<()> {
 fn chain_sets(given: &[String], n: usize) -> Result<Vec<ActionSet>> {
     let parsed = given
         .iter()
-        .map(|s| s.parse::<ActionSet>().map_err(anyhow::Error::from))
+        .map(|s| {
+            s.parse::<ActionSet>().map_err(|e| match e {
+                ActionSetError::StandsAlone(word) => anyhow::anyhow!(
+                    "'{word}' stands alone: give it as the whole --chain-on value, not in a list"
+                ),
+                e => e.into(),
+            })
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok(match parsed.len() {
         0 => vec![ActionSet::DEFAULT; n],
@@ -161,9 +170,13 @@ fn attach(a: AttachArgs) -> Result<()> {
         },
         priority: a.priority,
     };
-    let report = xdp::attach(&a.iface, &specs, &opts)?;
+    let mut report = xdp::attach(&a.iface, &specs, &opts).map_err(in_our_words)?;
+    for w in &report.warnings {
+        eprintln!("bpfmux: warning: {w}");
+    }
     let mut out = crate::out::stdout();
     if a.json {
+        our_problems(&mut report.view);
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(());
     }
@@ -188,9 +201,10 @@ fn attach(a: AttachArgs) -> Result<()> {
 }
 
 fn list(a: ListArgs) -> Result<()> {
-    let listing = xdp::list()?;
+    let mut listing = xdp::list()?;
     let mut out = crate::out::stdout();
     if a.json {
+        listing.sets.iter_mut().for_each(our_problems);
         writeln!(out, "{}", serde_json::to_string_pretty(&listing)?)?;
         return Ok(());
     }
@@ -254,7 +268,7 @@ fn detach(a: DetachArgs) -> Result<()> {
     let Some(iface) = a.iface else {
         bail!("name an interface or --stale");
     };
-    let r = xdp::detach(&iface, a.force)?;
+    let r = xdp::detach(&iface, a.force).map_err(in_our_words)?;
     let ids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     match r.engine {
         Some(xdp::EngineKind::Libxdp) => {
@@ -357,7 +371,7 @@ fn print_view(out: &mut impl Write, v: &SetView) -> std::io::Result<()> {
     let Some(s) = &v.set else {
         writeln!(out, "{name} (ifindex {}): link {}", v.ifindex, v.link_id)?;
         for p in &v.problems {
-            writeln!(out, "  problem: {p}")?;
+            writeln!(out, "  problem: {}", problem_words(p))?;
         }
         return Ok(());
     };
@@ -413,7 +427,289 @@ fn print_view(out: &mut impl Write, v: &SetView) -> std::io::Result<()> {
         }
     }
     for p in &v.problems {
-        writeln!(out, "  problem: {p}")?;
+        writeln!(out, "  problem: {}", problem_words(p))?;
     }
     Ok(())
+}
+
+/// `text`, its closing parenthesis replaced by `more` and one.
+fn before_paren(text: &str, more: &str) -> String {
+    format!("{}{more})", text.strip_suffix(')').unwrap_or(text))
+}
+
+/// A problem [`xdp::list`] found, with the command that deals with it.
+fn problem_words(p: &Problem) -> String {
+    let text = p.to_string();
+    match p {
+        Problem::Leftover => before_paren(&text, "; `bpfmux xdp detach --stale` removes it"),
+        Problem::InterfaceGone => {
+            format!("{text} (`bpfmux xdp detach --stale` removes the state)")
+        }
+        Problem::NotInDispatcher { iface, .. } | Problem::DispatcherGone { iface } => before_paren(
+            &text,
+            &format!(" `bpfmux xdp detach {iface}` forgets the set"),
+        ),
+        _ => text,
+    }
+}
+
+/// The set's problems in the CLI's words, for its JSON.
+fn our_problems(v: &mut SetView) {
+    for p in &mut v.problems {
+        *p = Problem::Other(problem_words(p));
+    }
+}
+
+/// One link of an error chain in the CLI's words: a refusal with the
+/// option or command that gets past it.
+fn link_words(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    if let Some(r) = e.downcast_ref::<Refusal>() {
+        let text = r.to_string();
+        return Some(match r {
+            Refusal::NeverRuns { .. } => text.replacen(
+                "continues on no return code;",
+                "continues on no return code (--chain-on none);",
+                1,
+            ),
+            Refusal::NoNativeXdp { .. } => format!("{text}; try --mode generic"),
+            Refusal::LibxdpRuns {
+                iface,
+                prog_id,
+                programs,
+            } => format!(
+                "{iface} runs libxdp's dispatcher (program {prog_id}: {programs}); add to it with \
+                 --engine libxdp (auto does), or remove it first: xdp-loader unload {iface} \
+                 --all (or bpfmux xdp detach {iface} --force)"
+            ),
+            Refusal::OursInLibxdp { iface } => format!(
+                "bpfmux's set on {iface} runs in libxdp's dispatcher; use --engine libxdp \
+                 (or auto), or `bpfmux xdp detach {iface}` first"
+            ),
+            Refusal::NotInLibxdp { iface, engine } => format!(
+                "the set on {iface} runs on the {engine} engine, not in libxdp's dispatcher; \
+                 `bpfmux xdp detach {iface}` first, then attach with --engine libxdp"
+            ),
+            Refusal::StateUnreadable { iface, detail } => format!(
+                "the state of {iface} is unreadable ({detail}); run `bpfmux xdp detach {iface}` \
+                 first"
+            ),
+            Refusal::LibxdpFull {
+                iface, replaced, ..
+            } if *replaced > 0 => {
+                format!("{text}; `bpfmux xdp detach {iface}` first frees bpfmux's")
+            }
+            Refusal::OnlyTheirs { iface, .. } => {
+                format!("{text} (or bpfmux xdp detach {iface} --force)")
+            }
+            Refusal::NoChainSlot { .. } => {
+                format!("{text} (use --engine dispatcher, or remove other chains)")
+            }
+            Refusal::Frags { .. } => text.replacen(
+                "is not supported yet",
+                "is not supported by bpfmux xdp yet",
+                1,
+            ),
+            _ => text,
+        });
+    }
+    match e.downcast_ref::<LibxdpError>()? {
+        e @ LibxdpError::NoDispatcher => Some(format!(
+            "{e}. One program attaches without a dispatcher with --engine auto"
+        )),
+        e @ LibxdpError::NeedsTrampolines { .. } => Some(before_paren(
+            &e.to_string(),
+            "; a single program attaches without it with --engine auto",
+        )),
+        _ => None,
+    }
+}
+
+/// The library's error, its refusals in the CLI's words (as `{:#}` prints
+/// a chain: each link, then `: ` and the next).
+fn in_our_words(e: anyhow::Error) -> anyhow::Error {
+    if !e.chain().any(|c| link_words(c).is_some()) {
+        return e;
+    }
+    let links: Vec<String> = e
+        .chain()
+        .map(|c| link_words(c).unwrap_or_else(|| c.to_string()))
+        .collect();
+    anyhow::anyhow!("{}", links.join(": "))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The library's refusals and problems read, byte for byte, as they did
+    //! when the library wrote the CLI's hints into them.
+    use std::io;
+
+    use bpfmux::xdp::libxdp::LibxdpError;
+    use bpfmux::xdp::{Problem, Refusal};
+
+    use super::{chain_sets, in_our_words, problem_words};
+
+    fn said(r: Refusal) -> String {
+        format!("{:#}", in_our_words(r.into()))
+    }
+
+    #[test]
+    fn refusals_are_what_they_were() {
+        let eth0 = || "eth0".to_string();
+        assert_eq!(
+            said(Refusal::NeverRuns {
+                index: 1,
+                program: "c.o:c".into(),
+                blocker: "b.o:b".into(),
+            }),
+            "program 2 (c.o:c) can never run: program 1 (b.o:b) continues on no return code \
+             (--chain-on none); drop the programs after it or give it actions"
+        );
+        assert_eq!(
+            said(Refusal::NoNativeXdp {
+                iface: eth0(),
+                source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            }),
+            format!(
+                "the driver of eth0 has no native XDP; try --mode generic: {}",
+                io::Error::from_raw_os_error(libc::EOPNOTSUPP)
+            )
+        );
+        assert_eq!(
+            said(Refusal::LibxdpRuns {
+                iface: eth0(),
+                prog_id: 7,
+                programs: "a, b".into(),
+            }),
+            "eth0 runs libxdp's dispatcher (program 7: a, b); add to it with --engine libxdp \
+             (auto does), or remove it first: xdp-loader unload eth0 --all (or bpfmux xdp \
+             detach eth0 --force)"
+        );
+        assert_eq!(
+            said(Refusal::OursInLibxdp { iface: eth0() }),
+            "bpfmux's set on eth0 runs in libxdp's dispatcher; use --engine libxdp (or auto), \
+             or `bpfmux xdp detach eth0` first"
+        );
+        assert_eq!(
+            said(Refusal::NotInLibxdp {
+                iface: eth0(),
+                engine: "dispatcher".into(),
+            }),
+            "the set on eth0 runs on the dispatcher engine, not in libxdp's dispatcher; \
+             `bpfmux xdp detach eth0` first, then attach with --engine libxdp"
+        );
+        assert_eq!(
+            said(Refusal::StateUnreadable {
+                iface: eth0(),
+                detail: "bad json".into(),
+            }),
+            "the state of eth0 is unreadable (bad json); run `bpfmux xdp detach eth0` first"
+        );
+        let full = |replaced| Refusal::LibxdpFull {
+            iface: eth0(),
+            max: 10,
+            others: 6,
+            replaced,
+            new: 3,
+        };
+        assert_eq!(
+            said(full(0)),
+            "libxdp's dispatcher runs at most 10 programs: eth0 has 6 of other tools, and this \
+             set has 3"
+        );
+        assert_eq!(
+            said(full(2)),
+            "libxdp's dispatcher runs at most 10 programs: eth0 has 6 of other tools and \
+             bpfmux's 2 (until the new set is in), and this set has 3; `bpfmux xdp detach \
+             eth0` first frees bpfmux's"
+        );
+        assert_eq!(
+            said(Refusal::OnlyTheirs {
+                iface: eth0(),
+                prog_id: 7,
+                programs: "a".into(),
+            }),
+            "eth0 runs libxdp's dispatcher (program 7: a), with no program of bpfmux's; remove \
+             it with xdp-loader unload eth0 --all (or bpfmux xdp detach eth0 --force)"
+        );
+        let enospc = io::Error::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(
+            format!(
+                "{:#}",
+                in_our_words(
+                    anyhow::Error::new(Refusal::NoChainSlot { source: enospc })
+                        .context("build the chain")
+                )
+            ),
+            format!(
+                "build the chain: each program that owns a chain holds one of the kernel XDP \
+                 dispatcher's 48 slots, and none is free (use --engine dispatcher, or remove \
+                 other chains): {}",
+                io::Error::from_raw_os_error(libc::ENOSPC)
+            )
+        );
+        assert_eq!(
+            said(Refusal::Frags {
+                program: "p".into(),
+                path: "/x/p.o".into(),
+            }),
+            "program p in /x/p.o is an xdp.frags program; multi-buffer XDP is not supported by \
+             bpfmux xdp yet"
+        );
+    }
+
+    #[test]
+    fn libxdp_errors_are_what_they_were() {
+        let e = |l: LibxdpError| format!("{:#}", in_our_words(l.into()));
+        assert!(e(LibxdpError::NoDispatcher).ends_with(
+            "share the interface; it was taken off again. One program attaches without a \
+             dispatcher with --engine auto"
+        ));
+        assert_eq!(
+            e(LibxdpError::NeedsTrampolines {
+                what: "add the programs to libxdp's dispatcher".into(),
+                code: -95,
+                message: "Operation not supported".into(),
+            }),
+            "add the programs to libxdp's dispatcher: Operation not supported (libxdp's \
+             dispatcher needs BPF trampolines for its freplace programs, which this kernel \
+             refuses; a single program attaches without it with --engine auto)"
+        );
+    }
+
+    #[test]
+    fn problems_and_actions_are_what_they_were() {
+        let iface = || "eth0".to_string();
+        assert_eq!(
+            problem_words(&Problem::Leftover),
+            "state without an XDP link (leftover; `bpfmux xdp detach --stale` removes it)"
+        );
+        assert_eq!(
+            problem_words(&Problem::InterfaceGone),
+            "the interface is gone (`bpfmux xdp detach --stale` removes the state)"
+        );
+        assert_eq!(
+            problem_words(&Problem::NotInDispatcher {
+                program: "a".into(),
+                prog_id: 9,
+                iface: iface(),
+            }),
+            "program a (id 9) is no longer in libxdp's dispatcher (removed by another tool? \
+             `bpfmux xdp detach eth0` forgets the set)"
+        );
+        assert_eq!(
+            problem_words(&Problem::DispatcherGone { iface: iface() }),
+            "libxdp's dispatcher is gone from the interface (removed by another tool? \
+             `bpfmux xdp detach eth0` forgets the set)"
+        );
+        let err = chain_sets(&["pass,any".into()], 1).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "'any' stands alone: give it as the whole --chain-on value, not in a list"
+        );
+        // In JSON too, as a string.
+        assert_eq!(
+            serde_json::to_string(&Problem::Other(problem_words(&Problem::Leftover))).unwrap(),
+            "\"state without an XDP link (leftover; `bpfmux xdp detach --stale` removes it)\""
+        );
+    }
 }

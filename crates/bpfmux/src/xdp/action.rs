@@ -58,10 +58,16 @@ impl fmt::Display for ActionSet {
     }
 }
 
-/// A `--chain-on` value that names no set of XDP actions.
+/// A chain-on value that names no set of XDP actions.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ActionSetError(String);
+pub enum ActionSetError {
+    /// `any`, `*`, `all` or `none` in a list: each stands for the whole set.
+    #[error("'{0}' stands alone: give it as the whole value, not in a list")]
+    StandsAlone(String),
+    /// Not an action's name or number.
+    #[error("{0}")]
+    Unknown(String),
+}
 
 impl FromStr for ActionSet {
     type Err = ActionSetError;
@@ -78,9 +84,7 @@ impl FromStr for ActionSet {
         let mut bits = 0u32;
         for word in s.split(',').map(str::trim) {
             if matches!(word, "any" | "*" | "all" | "none") {
-                return Err(ActionSetError(format!(
-                    "'{word}' stands alone: give it as the whole --chain-on value, not in a list"
-                )));
+                return Err(ActionSetError::StandsAlone(word.to_string()));
             }
             let lower = word.to_ascii_lowercase();
             let lower = lower.strip_prefix("xdp_").unwrap_or(&lower);
@@ -89,7 +93,7 @@ impl FromStr for ActionSet {
                 None => match lower.parse::<u32>() {
                     Ok(n) if n < 32 => n,
                     _ => {
-                        return Err(ActionSetError(format!(
+                        return Err(ActionSetError::Unknown(format!(
                             "unknown XDP action '{word}' (expected a list of {} or numbers 0-31, \
                              or 'none' or 'any' alone)",
                             ACTION_NAMES.join(", ")

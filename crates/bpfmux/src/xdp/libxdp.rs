@@ -73,10 +73,23 @@ pub enum LibxdpError {
     #[error(
         "libxdp attached the program without its dispatcher (the kernel refused libxdp's \
          freplace programs: BPF trampolines are not allowed here), so no other program could \
-         share the interface; it was taken off again. One program attaches without a \
-         dispatcher with --engine auto"
+         share the interface; it was taken off again"
     )]
     NoDispatcher,
+    /// libxdp could not load its dispatcher: its freplace programs need
+    /// BPF trampolines, which this kernel refuses.
+    #[error(
+        "{what}: {message} (libxdp's dispatcher needs BPF trampolines for its freplace \
+         programs, which this kernel refuses)"
+    )]
+    NeedsTrampolines {
+        /// What bpfmux asked libxdp to do.
+        what: String,
+        /// The negative errno libxdp returned.
+        code: i32,
+        /// libxdp's text for it.
+        message: String,
+    },
     /// A chain-on set libxdp cannot express.
     #[error(
         "libxdp's dispatcher chains on the five XDP actions only (aborted, drop, pass, tx, \
@@ -89,7 +102,9 @@ impl LibxdpError {
     /// The errno of a failed call, if it was one.
     pub fn errno(&self) -> Option<i32> {
         match self {
-            LibxdpError::Call { code, .. } => Some(-code),
+            LibxdpError::Call { code, .. } | LibxdpError::NeedsTrampolines { code, .. } => {
+                Some(-code)
+            }
             _ => None,
         }
     }
@@ -632,18 +647,20 @@ pub fn attach(ifindex: u32, mode: Mode, progs: &[NewProg<'_>]) -> Result<Vec<u32
         )
     };
     if rc != 0 {
-        let mut e = lib.error("add the programs to libxdp's dispatcher", rc);
-        if let LibxdpError::Call { message, .. } = &mut e {
-            if rc == -libc::EOPNOTSUPP || rc == -libc::EPERM {
-                // libxdp's own words for this are warnings on stderr.
-                message.push_str(
-                    " (libxdp's dispatcher needs BPF trampolines for its freplace programs, \
-                     which this kernel refuses; a single program attaches without it with \
-                     --engine auto)",
-                );
-            }
-        }
-        return Err(e);
+        let e = lib.error("add the programs to libxdp's dispatcher", rc);
+        return Err(match e {
+            // libxdp's own words for this are warnings on stderr.
+            LibxdpError::Call {
+                what,
+                code,
+                message,
+            } if rc == -libc::EOPNOTSUPP || rc == -libc::EPERM => LibxdpError::NeedsTrampolines {
+                what,
+                code,
+                message,
+            },
+            e => e,
+        });
     }
     // SAFETY: loaded programs.
     let ids: Vec<u32> = created

@@ -21,6 +21,7 @@ pub mod action;
 mod engine;
 pub mod libxdp;
 mod program;
+mod refusal;
 mod state;
 
 use std::ffi::{CStr, CString};
@@ -35,6 +36,7 @@ use crate::sys::bpf_ops;
 pub use action::{ActionSet, ActionSetError};
 pub use engine::EngineChoice;
 pub use program::{Origin, ProgSpec};
+pub use refusal::{Problem, Refusal};
 use state::{GenerationWriter, Store};
 pub use state::{ProgRecord, SetRecord};
 
@@ -126,7 +128,7 @@ pub struct SetView {
     /// problems).
     pub set: Option<SetRecord>,
     /// Differences between the record and the kernel; empty when healthy.
-    pub problems: Vec<String>,
+    pub problems: Vec<Problem>,
     /// libxdp engine: libxdp's dispatcher the set runs in, with every
     /// program in it, other tools' too.
     pub libxdp: Option<libxdp::Dispatcher>,
@@ -163,6 +165,10 @@ pub struct AttachReport {
     pub replaced: Option<u32>,
     /// Programs kept running from the replaced set (not loaded again).
     pub kept: usize,
+    /// What went wrong after the new set was in, and did not undo it
+    /// (e.g. the replaced set's pins could not all be removed).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// The index of interface `iface`.
@@ -251,13 +257,25 @@ fn failpoint(step: &str) -> Result<()> {
     Ok(())
 }
 
+/// [`Refusal::StateUnreadable`], as an error.
+fn unreadable(iface: &str, e: &anyhow::Error) -> anyhow::Error {
+    Refusal::StateUnreadable {
+        iface: iface.to_string(),
+        detail: format!("{e:#}"),
+    }
+    .into()
+}
+
 fn explain_link_create(e: std::io::Error, iface: &str, mode: Mode) -> anyhow::Error {
     let why = match e.raw_os_error() {
         Some(libc::EBUSY) | Some(libc::EEXIST) => {
             format!("{iface} already has an XDP program attached by something else")
         }
         Some(libc::EOPNOTSUPP) if mode == Mode::Native => {
-            format!("the driver of {iface} has no native XDP; try --mode generic")
+            return anyhow::Error::new(Refusal::NoNativeXdp {
+                iface: iface.to_string(),
+                source: e,
+            });
         }
         _ => format!("attach XDP ({mode} mode) to {iface}"),
     };
@@ -277,13 +295,12 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
         .iter()
         .position(|s| s.chain_on == ActionSet(0))
     {
-        bail!(
-            "program {} ({}) can never run: program {i} ({}) continues on no return code \
-             (--chain-on none); drop the programs after it or give it actions",
-            i + 1,
-            specs[i + 1].display(),
-            specs[i].display()
-        );
+        return Err(Refusal::NeverRuns {
+            index: i,
+            program: specs[i + 1].display(),
+            blocker: specs[i].display(),
+        }
+        .into());
     }
     let ifindex = ifindex_of(iface)?;
     // Everything about the inputs is checked before the kernel is touched.
@@ -317,19 +334,18 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
         EngineChoice::Auto => theirs.is_some() || ours.is_some(),
         EngineChoice::Dispatcher | EngineChoice::KernelChain => {
             if let Some(d) = &theirs {
-                bail!(
-                    "{iface} runs libxdp's dispatcher (program {}: {}); add to it with \
-                     --engine libxdp (auto does), or remove it first: xdp-loader unload \
-                     {iface} --all (or bpfmux xdp detach {iface} --force)",
-                    d.prog_id,
-                    names(&d.components)
-                );
+                return Err(Refusal::LibxdpRuns {
+                    iface: iface.to_string(),
+                    prog_id: d.prog_id,
+                    programs: names(&d.components),
+                }
+                .into());
             }
             if ours.is_some() {
-                bail!(
-                    "bpfmux's set on {iface} runs in libxdp's dispatcher; use --engine libxdp \
-                     (or auto), or `bpfmux xdp detach {iface}` first"
-                );
+                return Err(Refusal::OursInLibxdp {
+                    iface: iface.to_string(),
+                }
+                .into());
             }
             false
         }
@@ -340,16 +356,15 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
                 .record
                 .as_ref()
                 .map_or("bpfmux's".to_string(), |r| r.engine.to_string());
-            bail!(
-                "the set on {iface} runs on the {engine} engine, not in libxdp's dispatcher; \
-                 `bpfmux xdp detach {iface}` first, then attach with --engine libxdp"
-            );
+            return Err(Refusal::NotInLibxdp {
+                iface: iface.to_string(),
+                engine,
+            }
+            .into());
         }
         let ours = match ours {
             Some(Ok(r)) => Some(r),
-            Some(Err(e)) => bail!(
-                "the state of {iface} is unreadable ({e:#}); run `bpfmux xdp detach {iface}` first"
-            ),
+            Some(Err(e)) => return Err(unreadable(iface, &e)),
             None => None,
         };
         return attach_libxdp(iface, ifindex, &dir, &resolved, opts, ours, theirs);
@@ -374,9 +389,7 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
                 opts.mode
             ),
             Ok(_) => {}
-            Err(e) => bail!(
-                "the state of {iface} is unreadable ({e:#}); run `bpfmux xdp detach {iface}` first"
-            ),
+            Err(e) => return Err(unreadable(iface, e)),
         }
     }
 
@@ -429,9 +442,10 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
         gen.commit();
         wait_for_readers();
         // The old generation's pins held the replaced set; unpinning frees it.
-        if let Err(e) = dir.prune(Some(&keep)) {
-            eprintln!("bpfmux: warning: removing the replaced set's pins: {e:#}");
-        }
+        let warnings = match dir.prune(Some(&keep)) {
+            Ok(()) => vec![],
+            Err(e) => vec![format!("removing the replaced set's pins: {e:#}")],
+        };
         let link_id = bpf_ops::get_pinned(&dir.link_path())
             .and_then(|l| bpf_ops::link_info(l.as_fd()))
             .map(|i| i.id)
@@ -448,6 +462,7 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
             },
             replaced,
             kept: built.kept,
+            warnings,
         })
     })();
     if result.is_err() && current.is_none() {
@@ -524,22 +539,14 @@ fn attach_libxdp(
         .as_ref()
         .map_or(0, |d| d.components.len() - old_ids.len());
     if others + old_ids.len() + resolved.len() > libxdp::MAX_PROGS {
-        bail!(
-            "libxdp's dispatcher runs at most {} programs: {iface} has {others} of other \
-             tools{}, and this set has {}{}",
-            libxdp::MAX_PROGS,
-            if old_ids.is_empty() {
-                String::new()
-            } else {
-                format!(" and bpfmux's {} (until the new set is in)", old_ids.len())
-            },
-            resolved.len(),
-            if old_ids.is_empty() {
-                String::new()
-            } else {
-                format!("; `bpfmux xdp detach {iface}` first frees bpfmux's")
-            }
-        );
+        return Err(Refusal::LibxdpFull {
+            iface: iface.to_string(),
+            max: libxdp::MAX_PROGS,
+            others,
+            replaced: old_ids.len(),
+            new: resolved.len(),
+        }
+        .into());
     }
     let base = opts.priority.unwrap_or(libxdp::DEFAULT_PRIO);
     let new: Vec<libxdp::NewProg<'_>> = resolved
@@ -608,6 +615,7 @@ fn attach_libxdp(
         },
         replaced,
         kept: 0,
+        warnings: vec![],
     })
 }
 
@@ -739,13 +747,12 @@ fn detach_own(
         dir.remove()?;
         store.tidy();
         if let Some(d) = libxdp::dispatcher(ifindex, &[]).ok().flatten() {
-            bail!(
-                "{iface} runs libxdp's dispatcher (program {}: {}), with no program of \
-                 bpfmux's; remove it with xdp-loader unload {iface} --all (or bpfmux xdp detach \
-                 {iface} --force)",
-                d.prog_id,
-                names(&d.components)
-            );
+            return Err(Refusal::OnlyTheirs {
+                iface: iface.to_string(),
+                prog_id: d.prog_id,
+                programs: names(&d.components),
+            }
+            .into());
         }
         if let Some(id) = bpf_ops::xdp_query(ifindex)?.any() {
             bail!(
@@ -823,40 +830,41 @@ fn view(dir: &state::IfaceDir) -> Result<SetView> {
         if let Some(record) = dir.libxdp_record() {
             return Ok(libxdp_view(v, record));
         }
-        v.problems.push(
-            "state without an XDP link (leftover; `bpfmux xdp detach --stale` removes it)".into(),
-        );
+        v.problems.push(Problem::Leftover);
         return Ok(v);
     };
     v.link_id = c.link_info.id;
     if c.link_info.xdp_ifindex != dir.ifindex {
-        v.problems
-            .push("the interface is gone (`bpfmux xdp detach --stale` removes the state)".into());
+        v.problems.push(Problem::InterfaceGone);
     } else {
         v.ifname = ifname_of(dir.ifindex);
         v.running = running_mode(dir.ifindex, c.link_info.prog_id);
         if v.running.is_none() {
-            v.problems
-                .push("the link's program is not what the interface runs".into());
+            v.problems.push(Problem::Other(
+                "the link's program is not what the interface runs".into(),
+            ));
         }
     }
     match c.record {
         Ok(r) => {
             if r.head_prog_id != c.link_info.prog_id {
-                v.problems.push(format!(
+                v.problems.push(Problem::Other(format!(
                     "link runs program {}, the record says {}",
                     c.link_info.prog_id, r.head_prog_id
-                ));
+                )));
             }
             match engine::engine(r.engine) {
-                Some(e) => v.problems.extend(e.check(&r, &c.generation)),
-                None => v
+                Some(e) => v
                     .problems
-                    .push(format!("a {} set recorded under an XDP link", r.engine)),
+                    .extend(e.check(&r, &c.generation).into_iter().map(Problem::Other)),
+                None => v.problems.push(Problem::Other(format!(
+                    "a {} set recorded under an XDP link",
+                    r.engine
+                ))),
             }
             v.set = Some(r);
         }
-        Err(e) => v.problems.push(format!("{e:#}")),
+        Err(e) => v.problems.push(Problem::Other(format!("{e:#}"))),
     }
     Ok(v)
 }
@@ -867,36 +875,33 @@ fn libxdp_view(mut v: SetView, record: Result<SetRecord>) -> SetView {
     let record = match record {
         Ok(r) => r,
         Err(e) => {
-            v.problems.push(format!("{e:#}"));
+            v.problems.push(Problem::Other(format!("{e:#}")));
             return v;
         }
     };
     let ids: Vec<u32> = record.progs.iter().map(|p| p.prog_id).collect();
     v.ifname = ifname_of(v.ifindex);
     if v.ifname.is_none() {
-        v.problems
-            .push("the interface is gone (`bpfmux xdp detach --stale` removes the state)".into());
+        v.problems.push(Problem::InterfaceGone);
     } else {
         match libxdp::dispatcher(v.ifindex, &ids) {
             Ok(Some(d)) => {
                 for p in &record.progs {
                     if !d.components.iter().any(|c| c.prog_id == p.prog_id) {
-                        v.problems.push(format!(
-                            "program {} (id {}) is no longer in libxdp's dispatcher (removed by \
-                             another tool? `bpfmux xdp detach {}` forgets the set)",
-                            p.name, p.prog_id, record.ifname
-                        ));
+                        v.problems.push(Problem::NotInDispatcher {
+                            program: p.name.clone(),
+                            prog_id: p.prog_id,
+                            iface: record.ifname.clone(),
+                        });
                     }
                 }
                 v.running = Some(d.mode.clone());
                 v.libxdp = Some(d);
             }
-            Ok(None) => v.problems.push(format!(
-                "libxdp's dispatcher is gone from the interface (removed by another tool? \
-                 `bpfmux xdp detach {}` forgets the set)",
-                record.ifname
-            )),
-            Err(e) => v.problems.push(format!("{e}")),
+            Ok(None) => v.problems.push(Problem::DispatcherGone {
+                iface: record.ifname.clone(),
+            }),
+            Err(e) => v.problems.push(Problem::Other(format!("{e}"))),
         }
     }
     v.set = Some(record);

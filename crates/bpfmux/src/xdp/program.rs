@@ -190,7 +190,11 @@ pub fn resolve(spec: &ProgSpec) -> Result<Resolved> {
     if section.starts_with("xdp.frags") || section.starts_with("xdp/frags") {
         // The dispatcher would have to be loaded with frags support too
         // and every program of the set would have to agree.
-        bail!("program {name} in {} is an xdp.frags program; multi-buffer XDP is not supported by bpfmux xdp yet", path.display());
+        return Err(super::Refusal::Frags {
+            program: name.to_string(),
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     let mtime_ns = meta
         .modified()

@@ -33,10 +33,7 @@ pub const MAX_PROGS: usize = MAX_DEPTH;
 /// errno alone does not say it.
 fn explain_add_error(err: io::Error) -> anyhow::Error {
     let why = match err.raw_os_error() {
-        Some(libc::ENOSPC) => {
-            "each program that owns a chain holds one of the kernel XDP dispatcher's 48 \
-             slots, and none is free (use --engine dispatcher, or remove other chains)"
-        }
+        Some(libc::ENOSPC) => return crate::xdp::Refusal::NoChainSlot { source: err }.into(),
         Some(libc::EOPNOTSUPP) => {
             "chains need JIT-compiled programs (is net.core.bpf_jit_enable 0?)"
         }
@@ -199,7 +196,7 @@ mod tests {
             explain_add_error(io::Error::from_raw_os_error(libc::ENOSPC))
         );
         assert!(
-            full.contains("48") && full.contains("--engine dispatcher"),
+            full.contains("48") && full.contains("none is free"),
             "{full}"
         );
         let interp = format!(
