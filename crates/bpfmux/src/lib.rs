@@ -53,3 +53,16 @@ pub mod symbolize;
 mod sys;
 pub mod trace;
 pub mod xdp;
+
+/// An error and its sources in one line, `outer: inner: ...`: what a
+/// message embeds when it quotes an error it does not carry as a source.
+pub(crate) fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        next = s.source();
+    }
+    text
+}

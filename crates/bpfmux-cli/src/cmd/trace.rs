@@ -325,7 +325,7 @@ pub(super) fn execute(
     bar.finish();
     let tracer = match attached {
         Ok(t) => t,
-        Err(trace::Error::Interrupted(_)) => {
+        Err(trace::Error::Interrupted) => {
             // Everything attached is closed by now (Plan::attach's promise).
             drop(child);
             let sig = signals::signal();

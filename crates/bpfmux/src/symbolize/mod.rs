@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 pub use kernel::{KallsymsError, KernelSymbolizer};
-pub use user::UserSymbolizer;
+pub use user::{UserSymbolizeError, UserSymbolizer};
 
 /// A resolved symbol.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

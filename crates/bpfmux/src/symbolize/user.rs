@@ -9,14 +9,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolizer};
 
 use super::demangle::demangle;
 use super::elf_table::{ElfTable, EntryKind, Hit};
 use super::{vdso, InlinedFrame, SymResult, Symbol, SymbolKind, Symbolized};
-use crate::normalize::{mapped_file_path, Mapping, Normalizer, VmaFilter};
+use crate::normalize::{mapped_file_path, Mapping, NormalizeError, Normalizer, VmaFilter};
 
 /// Symbol tables kept per file; dropped wholesale past this many.
 const MAX_TABLES: usize = 64;
@@ -26,6 +25,17 @@ const MAX_TABLES: usize = 64;
 enum TableKey {
     File { dev: (u32, u32), inode: u64 },
     Vdso { pid: u32 },
+}
+
+/// Why [`UserSymbolizer::symbolize`] could not look at a process.
+#[derive(Debug, thiserror::Error)]
+#[error("normalizing addresses of process {pid}")]
+pub struct UserSymbolizeError {
+    /// The process.
+    pub pid: u32,
+    /// What the normalizer could not read.
+    #[source]
+    pub source: NormalizeError,
 }
 
 /// Symbolizes code addresses of processes: normalizes them (with its own
@@ -75,13 +85,17 @@ impl UserSymbolizer {
     ///     other => panic!("{other:?}"),
     /// }
     /// assert_eq!(s[1].result, SymResult::Unmapped);
-    /// # Ok::<(), anyhow::Error>(())
+    /// # Ok::<(), bpfmux::symbolize::UserSymbolizeError>(())
     /// ```
-    pub fn symbolize(&mut self, pid: u32, addrs: &[u64]) -> anyhow::Result<Vec<Symbolized>> {
+    pub fn symbolize(
+        &mut self,
+        pid: u32,
+        addrs: &[u64],
+    ) -> Result<Vec<Symbolized>, UserSymbolizeError> {
         let norm = self
             .normalizer
             .normalize(pid, addrs, VmaFilter::EXEC)
-            .with_context(|| format!("normalizing addresses of process {pid}"))?;
+            .map_err(|source| UserSymbolizeError { pid, source })?;
 
         let mut out: Vec<Symbolized> = norm
             .addrs
@@ -165,10 +179,8 @@ impl UserSymbolizer {
             let table = kept_table(&mut self.tables, key.clone(), || {
                 let root = PathBuf::from(format!("/proc/{pid}/root"));
                 let name = m.name.as_deref().unwrap_or(&path);
-                ElfTable::load_seen_as(&path, &root, name).map_err(|e| {
-                    let e = anyhow::Error::from(e);
-                    format!("symbol tables not readable: {e:#}")
-                })
+                ElfTable::load_seen_as(&path, &root, name)
+                    .map_err(|e| format!("symbol tables not readable: {}", crate::error_text(&e)))
             });
             let table = match table {
                 Ok(t) => t,

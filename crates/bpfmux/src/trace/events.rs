@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 
-use anyhow::Context as _;
 use libbpf_rs::{MapCore, MapFlags};
 use serde::Serialize;
 
 use super::program::{possible_cpus, read_percpu_array, TraceObject, HIST_BUCKETS};
+use super::{Error, Step as _};
 
 /// Mirrors `struct trace_func_stats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -83,7 +83,7 @@ pub struct Reader {
 }
 
 impl Reader {
-    pub fn new(nr_funcs: usize, latency: bool) -> anyhow::Result<Self> {
+    pub fn new(nr_funcs: usize, latency: bool) -> Result<Self, Error> {
         Ok(Self {
             nr_funcs,
             cpus: possible_cpus()?,
@@ -91,11 +91,11 @@ impl Reader {
         })
     }
 
-    pub fn snapshot(&self, obj: &TraceObject) -> anyhow::Result<Snapshot> {
+    pub fn snapshot(&self, obj: &TraceObject) -> Result<Snapshot, Error> {
         let n = self.nr_funcs;
         let stats_map = obj.map("stats")?;
         let raw =
-            read_percpu_array(&stats_map, n, self.cpus).context("reading per-function counters")?;
+            read_percpu_array(&stats_map, n, self.cpus).step("reading per-function counters")?;
         let vsize = stats_map.value_size() as usize;
         let mut stats = vec![FuncStats::default(); n];
         for (i, s) in stats.iter_mut().enumerate() {
@@ -113,7 +113,7 @@ impl Reader {
         let hist = if self.latency {
             let m = obj.map("hist")?;
             let raw = read_percpu_array(&m, n * HIST_BUCKETS, self.cpus)
-                .context("reading latency histograms")?;
+                .step("reading latency histograms")?;
             let mut h = vec![[0u64; HIST_BUCKETS]; n];
             for (i, hf) in h.iter_mut().enumerate() {
                 for (b, slot) in hf.iter_mut().enumerate() {
@@ -132,7 +132,7 @@ impl Reader {
             let key = (k as u32).to_ne_bytes();
             if let Some(per_cpu) = lost_map
                 .lookup_percpu(&key, MapFlags::ANY)
-                .context("reading loss counters")?
+                .step("reading loss counters")?
             {
                 *slot = per_cpu.iter().map(|v| u64_at(v, 0)).sum();
             }
@@ -234,7 +234,7 @@ pub struct Stacks {
     pub addrs: HashMap<u32, Vec<u64>>,
 }
 
-pub fn read_stacks(obj: &TraceObject) -> anyhow::Result<Stacks> {
+pub fn read_stacks(obj: &TraceObject) -> Result<Stacks, Error> {
     let counts_map = obj.map("stack_counts")?;
     let stacks_map = obj.map("stacks")?;
     let mut out = Stacks::default();
@@ -247,7 +247,7 @@ pub fn read_stacks(obj: &TraceObject) -> anyhow::Result<Stacks> {
             |off: usize| i32::from_ne_bytes([key[off], key[off + 1], key[off + 2], key[off + 3]]);
         let Some(val) = counts_map
             .lookup(&key, MapFlags::ANY)
-            .context("reading stack counts")?
+            .step("reading stack counts")?
         else {
             continue;
         };
@@ -263,7 +263,7 @@ pub fn read_stacks(obj: &TraceObject) -> anyhow::Result<Stacks> {
             }
             if let Some(raw) = stacks_map
                 .lookup(&id.to_ne_bytes(), MapFlags::ANY)
-                .context("reading a stack trace")?
+                .step("reading a stack trace")?
             {
                 let addrs: Vec<u64> = raw
                     .chunks_exact(8)

@@ -43,8 +43,8 @@ pub struct GraphNode {
 pub(crate) type Paths = Vec<(Vec<u32>, u64, u64)>;
 
 /// Reads the `graph` map (after detach: nothing changes it then).
-pub(crate) fn read_paths(obj: &TraceObject) -> anyhow::Result<Paths> {
-    use anyhow::Context as _;
+pub(crate) fn read_paths(obj: &TraceObject) -> Result<Paths, super::Error> {
+    use super::Step as _;
     let map = obj.map("graph")?;
     let mut out = Vec::new();
     for key in map.keys() {
@@ -60,7 +60,7 @@ pub(crate) fn read_paths(obj: &TraceObject) -> anyhow::Result<Paths> {
         let path = (0..depth).map(|i| u32_at(4 + 4 * i)).collect();
         let Some(v) = map
             .lookup(&key, MapFlags::ANY)
-            .context("reading the call graph")?
+            .step("reading the call graph")?
         else {
             continue;
         };

@@ -45,19 +45,16 @@ pub mod session;
 mod stacks;
 pub mod summary;
 
+use std::io;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-
 use crate::sys::bpf_ops;
-use engine::{Engine, Targets};
+use engine::{AttachError, Engine, Targets};
 use events::Reader;
 use program::{ObjectConfig, TraceObject};
 
 pub use btf::{BtfError, Param, Proto, ValueKind};
-pub use engine::{
-    Breakdown, ChooseError, Control, EngineKind, ExitSide, Interrupted, UnknownEngine,
-};
+pub use engine::{Breakdown, ChooseError, Control, EngineKind, ExitSide, UnknownEngine};
 pub use events::{Event, EventKind, FuncStats, Hist, Snapshot};
 pub use listings::ListingError;
 pub use notes::{Detail, Hint, Hints, Notes};
@@ -65,7 +62,8 @@ pub use pattern::{Pattern, PatternError, Scope};
 pub use program::Filters;
 pub use report::{Interval, JsonLines, LiveTable, PlainText, Report};
 pub use select::{
-    describe_dropped, select, DropReason, Dropped, Func, SelectError, SelectOptions, Selection,
+    describe_dropped, select, DropReason, Dropped, Func, KernelRefusal, SelectError, SelectOptions,
+    Selection,
 };
 pub use session::{RunOptions, Session, Window};
 pub use summary::Summary;
@@ -87,24 +85,88 @@ pub enum Error {
     Inject(#[from] inject::InjectError),
     /// [`Control::cancel`] was set before the attach was done; nothing stays
     /// attached.
-    #[error(transparent)]
-    Interrupted(#[from] Interrupted),
+    #[error("interrupted while attaching (everything attached so far was detached)")]
+    Interrupted,
     /// The [`Report`] could not be written (its writer's error, as it was).
     #[error(transparent)]
-    Report(std::io::Error),
-    /// A load, link or map access failed (the kernel refused every
-    /// function, a map could not be read, ...), with its context.
-    #[error(transparent)]
-    Kernel(anyhow::Error),
+    Report(io::Error),
+    /// A step that asked the kernel (or the system) failed: a load, a link,
+    /// a map read, ... (`step`, outermost first, e.g. `attaching with
+    /// engine global: tracing_multi link on 523 functions of vmlinux`), and
+    /// what it said (`source`: its errno, where it gave one).
+    #[error("{step}")]
+    Kernel {
+        /// What was being done.
+        step: String,
+        /// What the kernel or the system said.
+        #[source]
+        source: io::Error,
+    },
+    /// The options cannot be met as given: a filter the programs cannot
+    /// express, more functions than the maps can index.
+    #[error("{0}")]
+    Options(&'static str),
+    /// What cannot happen did: the embedded BPF object lacks a map or a
+    /// section the library expects, a worker thread panicked.
+    #[error("{0}")]
+    Broken(String),
 }
 
-impl From<anyhow::Error> for Error {
-    fn from(e: anyhow::Error) -> Self {
-        // The engines stop with Interrupted inside their context.
-        if e.chain().any(|c| c.is::<Interrupted>()) {
-            return Error::Interrupted(Interrupted);
+impl Error {
+    /// An engine's attach error, at `step`.
+    pub(crate) fn attach(e: AttachError, step: &str) -> Self {
+        match e.at(step) {
+            AttachError::Interrupted => Error::Interrupted,
+            AttachError::Step { step, source } => Error::Kernel { step, source },
+            AttachError::Io(source) => Error::Kernel {
+                step: step.to_string(),
+                source,
+            },
+            AttachError::Broken(m) => Error::Broken(m),
         }
-        Error::Kernel(e)
+    }
+}
+
+/// An error a step can fail with, as the `io::Error` [`Error::Kernel`]
+/// carries: its text and source kept, its errno too where it has one.
+pub(crate) trait IntoIo {
+    fn into_io(self) -> io::Error;
+}
+
+impl IntoIo for io::Error {
+    fn into_io(self) -> io::Error {
+        self
+    }
+}
+
+impl IntoIo for libbpf_rs::Error {
+    fn into_io(self) -> io::Error {
+        io::Error::other(self)
+    }
+}
+
+impl IntoIo for std::num::TryFromIntError {
+    fn into_io(self) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidInput, self)
+    }
+}
+
+/// Names the step a result failed at: [`Error::Kernel`].
+pub(crate) trait Step<T> {
+    fn step(self, step: &str) -> Result<T, Error>;
+    fn with_step(self, step: impl FnOnce() -> String) -> Result<T, Error>;
+}
+
+impl<T, E: IntoIo> Step<T> for Result<T, E> {
+    fn step(self, step: &str) -> Result<T, Error> {
+        self.with_step(|| step.to_string())
+    }
+
+    fn with_step(self, step: impl FnOnce() -> String) -> Result<T, Error> {
+        self.map_err(|e| Error::Kernel {
+            step: step(),
+            source: e.into_io(),
+        })
     }
 }
 
@@ -246,7 +308,7 @@ pub struct Tracer {
 
 impl Plan {
     /// Loads and attaches. On error, or when `ctl.cancel` is set before it
-    /// is done ([`engine::Interrupted`]), nothing stays attached.
+    /// is done ([`Error::Interrupted`]), nothing stays attached.
     pub fn attach(self, ctl: Control<'_>) -> Result<Tracer, Error> {
         let Plan {
             opts,
@@ -301,13 +363,13 @@ impl Plan {
         let t1 = Instant::now();
         let refused = backend
             .attach(&obj, &targets, ctl)
-            .with_context(|| format!("attaching with engine {kind}"))?;
+            .map_err(|e| Error::attach(e, &format!("attaching with engine {kind}")))?;
         let attach_time = t1.elapsed();
         // A cancel that came while the last link was being made still
         // abandons the attach (a link over many functions takes seconds).
         if ctl.cancelled() {
             backend.detach(ctl.detached);
-            return Err(Error::Interrupted(Interrupted));
+            return Err(Error::Interrupted);
         }
         // Counting starts now that every link is in place.
         obj.arm()?;
@@ -368,7 +430,7 @@ impl Tracer {
 
     /// Counters and histograms since attach, summed over CPUs.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
-        Ok(self.reader.snapshot(&self.obj)?)
+        self.reader.snapshot(&self.obj)
     }
 
     pub(crate) fn object(&self) -> &TraceObject {
@@ -398,7 +460,7 @@ impl Tracer {
                 }
                 0
             })
-            .context("ring buffer for events")?;
+            .step("ring buffer for events")?;
         }
         let chains_map;
         if self.opts.errors {
@@ -409,9 +471,9 @@ impl Tracer {
                 }
                 0
             })
-            .context("ring buffer for error chains")?;
+            .step("ring buffer for error chains")?;
         }
-        Ok(Some(b.build().context("ring buffers for events")?))
+        Ok(Some(b.build().step("ring buffers for events")?))
     }
 
     /// Calls the programs skipped because one was already running on the
@@ -434,7 +496,7 @@ impl Tracer {
     pub fn detach(&mut self, progress: &(dyn Fn(usize) + Sync)) -> Duration {
         let t0 = Instant::now();
         // Detaching goes on even if this failed; the caller can say so.
-        self.disarm_error = self.obj.disarm().err().map(|e| format!("{e:#}"));
+        self.disarm_error = self.obj.disarm().err().map(|e| crate::error_text(&e));
         // The programs' statistics go with them.
         self.misses_at_detach = Some(self.recursion_misses());
         self.backend.detach(progress);

@@ -15,11 +15,11 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use anyhow::{anyhow, bail, Context as _};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::{AsRawLibbpf, MapCore, Object, ObjectBuilder};
 
 use super::inject::Injection;
+use super::{Error, Step as _};
 use crate::bpf::trace as skel;
 
 /// Entry points of trace.bpf.c, named after their program sections
@@ -131,18 +131,18 @@ fn object_bytes() -> &'static [u8] {
 }
 
 impl TraceObject {
-    pub fn load(cfg: &ObjectConfig, entries: &[Entry]) -> anyhow::Result<Self> {
+    pub fn load(cfg: &ObjectConfig, entries: &[Entry]) -> Result<Self, Error> {
         let mut open = ObjectBuilder::default()
             .open_memory(object_bytes())
-            .context("opening the trace BPF object")?;
-        let n = u32::try_from(cfg.nr_funcs.max(1)).context("too many functions")?;
+            .step("opening the trace BPF object")?;
+        let n = u32::try_from(cfg.nr_funcs.max(1)).step("too many functions")?;
         for mut map in open.maps_mut() {
             let name = map.name().to_string_lossy().into_owned();
             let size = match name.as_str() {
                 "stats" => Some(n),
                 "hist" if cfg.latency => Some(
                     n.checked_mul(HIST_BUCKETS as u32)
-                        .context("too many functions for latency histograms")?,
+                        .ok_or(Error::Options("too many functions for latency histograms"))?,
                 ),
                 "events" if cfg.capture => Some(EVENTS_BYTES),
                 "chains" if cfg.errors => Some(CHAINS_BYTES),
@@ -157,7 +157,7 @@ impl TraceObject {
             };
             if let Some(size) = size {
                 map.set_max_entries(size)
-                    .with_context(|| format!("sizing map {name}"))?;
+                    .with_step(|| format!("sizing map {name}"))?;
             }
             if name.ends_with(".rodata") {
                 write_rodata(&mut map, cfg)?;
@@ -179,10 +179,10 @@ impl TraceObject {
         // SAFETY: valid open object; prepare creates maps and relocates.
         let err = unsafe { libbpf_sys::bpf_object__prepare(open.as_libbpf_object().as_ptr()) };
         if err != 0 {
-            bail!(
-                "preparing the trace BPF object (maps, relocations): {}",
-                io::Error::from_raw_os_error(-err)
-            );
+            return Err(Error::Kernel {
+                step: "preparing the trace BPF object (maps, relocations)".into(),
+                source: io::Error::from_raw_os_error(-err),
+            });
         }
         let mut insns = HashMap::new();
         for mut prog in open.progs_mut() {
@@ -193,47 +193,48 @@ impl TraceObject {
             // libbpf loads nothing: every program is ours to load.
             prog.set_autoload(false);
         }
-        let obj = open.load().context("loading the trace BPF object's maps")?;
+        let obj = open.load().step("loading the trace BPF object's maps")?;
         Ok(Self { obj, insns })
     }
 
     /// Starts counting: until this is called the programs run but record
     /// nothing (see `armed` in trace.bpf.c).
-    pub fn arm(&self) -> anyhow::Result<()> {
+    pub fn arm(&self) -> Result<(), Error> {
         self.set_armed(true)
     }
 
     /// Stops counting, before the links go: what detaching calls is not
     /// part of the trace either.
-    pub fn disarm(&self) -> anyhow::Result<()> {
+    pub fn disarm(&self) -> Result<(), Error> {
         self.set_armed(false)
     }
 
-    fn set_armed(&self, on: bool) -> anyhow::Result<()> {
+    fn set_armed(&self, on: bool) -> Result<(), Error> {
+        let broken = |what: &str| Error::Broken(what.to_string());
         let map = self
             .obj
             .maps()
             .find(|m| m.name().to_string_lossy().ends_with(".bss"))
-            .context("trace BPF object has no .bss map")?;
+            .ok_or_else(|| broken("trace BPF object has no .bss map"))?;
         let key = 0u32.to_ne_bytes();
         let mut value = map
             .lookup(&key, libbpf_rs::MapFlags::ANY)
-            .context("reading the trace object's .bss")?
-            .context("trace object's .bss has no element")?;
+            .step("reading the trace object's .bss")?
+            .ok_or_else(|| broken("trace object's .bss has no element"))?;
         let at = std::mem::offset_of!(skel::types::bss, armed);
         let field = value
             .get_mut(at..at + 4)
-            .context("trace object's .bss is smaller than its skeleton type")?;
+            .ok_or_else(|| broken("trace object's .bss is smaller than its skeleton type"))?;
         field.copy_from_slice(&u32::from(on).to_ne_bytes());
         map.update(&key, &value, libbpf_rs::MapFlags::ANY)
-            .context("switching the trace programs' counting (.bss)")
+            .step("switching the trace programs' counting (.bss)")
     }
 
-    pub fn map(&self, name: &str) -> anyhow::Result<libbpf_rs::Map<'_>> {
+    pub fn map(&self, name: &str) -> Result<libbpf_rs::Map<'_>, Error> {
         self.obj
             .maps()
             .find(|m| m.name() == name)
-            .ok_or_else(|| anyhow!("trace BPF object has no map {name}"))
+            .ok_or_else(|| Error::Broken(format!("trace BPF object has no map {name}")))
     }
 
     /// Loads one copy of `entry`. `btf_obj` is the module BTF for module
@@ -310,6 +311,15 @@ pub enum LoadError {
     Kernel { err: io::Error, log: String },
 }
 
+impl From<LoadError> for io::Error {
+    fn from(e: LoadError) -> Self {
+        let kind = e.errno().map_or(io::ErrorKind::Other, |n| {
+            io::Error::from_raw_os_error(n).kind()
+        });
+        io::Error::new(kind, e)
+    }
+}
+
 impl LoadError {
     pub fn errno(&self) -> Option<i32> {
         match self {
@@ -319,17 +329,19 @@ impl LoadError {
     }
 }
 
-fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> anyhow::Result<()> {
+fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> Result<(), Error> {
     let buf = map
         .initial_value_mut()
-        .context("trace BPF object: .rodata has no initial value")?;
+        .ok_or_else(|| Error::Broken("trace BPF object: .rodata has no initial value".into()))?;
     // In the program 0 means "no filter" and an empty name matches no
     // task: neither is what such a filter asks for.
     if cfg.filters.tgid == Some(0) {
-        bail!("a process filter needs a process ID other than 0");
+        return Err(Error::Options(
+            "a process filter needs a process ID other than 0",
+        ));
     }
     if cfg.filters.comm.as_deref() == Some("") {
-        bail!("a task name filter needs a non-empty name");
+        return Err(Error::Options("a task name filter needs a non-empty name"));
     }
     let mut comm = [0i8; 16];
     if let Some(c) = &cfg.filters.comm {
@@ -363,20 +375,20 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> anyh
     let bytes = unsafe { std::slice::from_raw_parts(&ro as *const _ as *const u8, size) };
     let n = buf.len().min(size);
     if n + 8 < size {
-        bail!(
+        return Err(Error::Broken(format!(
             "trace BPF object: .rodata ({} bytes) smaller than its skeleton type",
             buf.len()
-        );
+        )));
     }
     buf[..n].copy_from_slice(&bytes[..n]);
     Ok(())
 }
 
 /// Number of possible CPUs (per-CPU map values come in this many slots).
-pub fn possible_cpus() -> anyhow::Result<usize> {
+pub fn possible_cpus() -> Result<usize, Error> {
     // SAFETY: plain libbpf call.
     let n = unsafe { libbpf_sys::libbpf_num_possible_cpus() };
-    usize::try_from(n).map_err(|_| anyhow!("counting possible CPUs: error {n}"))
+    usize::try_from(n).map_err(|_| Error::Broken(format!("counting possible CPUs: error {n}")))
 }
 
 /// Reads `n` entries of a per-CPU array map in batches: one buffer of

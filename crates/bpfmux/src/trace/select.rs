@@ -87,6 +87,31 @@ impl Func {
     }
 }
 
+/// What the kernel said when it refused a function at attach: its errno
+/// (when it gave one) and its words, a verifier log's tail included.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KernelRefusal {
+    /// The errno, e.g. `libc::EINVAL`.
+    pub errno: Option<i32>,
+    /// What it said, as text.
+    pub message: String,
+}
+
+impl KernelRefusal {
+    pub(crate) fn of(e: &std::io::Error, errno: Option<i32>) -> Self {
+        Self {
+            errno,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for KernelRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Why a function was left out.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DropReason {
@@ -103,7 +128,7 @@ pub enum DropReason {
     /// Never returns, and an exit probe was asked for.
     NoReturn,
     /// The kernel refused it at attach time (found by bisection).
-    AttachRefused(String),
+    AttachRefused(KernelRefusal),
     /// Error injection asked for, and the kernel does not allow it here
     /// (not on its error-injection list, or not with an errno).
     NotInjectable(String),

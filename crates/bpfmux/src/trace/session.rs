@@ -259,25 +259,3 @@ impl Session {
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::trace::Interrupted;
-
-    #[test]
-    fn errors_read_as_the_kernel_said_them() {
-        use anyhow::Context as _;
-        let inner: anyhow::Result<()> = Err(std::io::Error::from_raw_os_error(libc::EINVAL))
-            .context("link_create")
-            .context("attaching with engine global");
-        let inner = inner.unwrap_err();
-        let want = format!("{inner:#}");
-        let e = anyhow::Error::from(Error::from(inner));
-        assert_eq!(format!("{e:#}"), want);
-        // An engine's cancel, inside its context, is the Interrupted variant.
-        let cancelled =
-            anyhow::Error::from(Interrupted).context("attaching with engine kprobe-multi");
-        assert!(matches!(Error::from(cancelled), Error::Interrupted(_)));
-    }
-}

@@ -15,17 +15,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context as _};
 use libbpf_rs::libbpf_sys;
 
 use super::{
-    is_fatal, nothing_attaches, spread_sample, Breakdown, Control, Engine, EngineKind, Interrupted,
-    Refused, Targets,
+    is_fatal, nothing_attaches, spread_sample, At, AttachError, Breakdown, Control, Engine,
+    EngineKind, Refused, Targets,
 };
 use crate::sys::bpf;
 use crate::trace::btf::module_btf_fd;
 use crate::trace::pattern::Scope;
 use crate::trace::program::{Entry, TraceObject};
+use crate::trace::select::KernelRefusal;
 
 /// Programs and links of one function: links first so they close first.
 struct Attached {
@@ -152,7 +152,7 @@ fn errno_of(e: &io::Error) -> Option<i32> {
 
 /// Raises RLIMIT_NOFILE to at least `want`, the hard limit too when the
 /// process may (CAP_SYS_RESOURCE: root's hard limit is often 4096).
-fn raise_nofile(want: usize) -> anyhow::Result<()> {
+fn raise_nofile(want: usize) -> Result<(), AttachError> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -160,7 +160,7 @@ fn raise_nofile(want: usize) -> anyhow::Result<()> {
     // SAFETY: getrlimit/setrlimit on a local struct.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return Err(io::Error::last_os_error()).context("getrlimit(RLIMIT_NOFILE)");
+            return Err(io::Error::last_os_error()).at("getrlimit(RLIMIT_NOFILE)");
         }
         if lim.rlim_cur >= want as libc::rlim_t {
             return Ok(());
@@ -171,12 +171,17 @@ fn raise_nofile(want: usize) -> anyhow::Result<()> {
         if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
             let e = io::Error::last_os_error();
             if hard < want as libc::rlim_t {
-                anyhow::bail!(
-                    "fentry-each needs {want} file descriptors, the hard limit is {hard} \
-                     and raising it failed ({e}; raise it with ulimit -Hn, or use another engine)"
-                );
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "fentry-each needs {want} file descriptors, the hard limit is {hard} \
+                         and raising it failed ({e}; raise it with ulimit -Hn, or use another \
+                         engine)"
+                    ),
+                )
+                .into());
             }
-            return Err(e).context("setrlimit(RLIMIT_NOFILE)");
+            return Err(e).at("setrlimit(RLIMIT_NOFILE)");
         }
     }
     Ok(())
@@ -192,13 +197,12 @@ impl Engine for FentryEach {
         obj: &TraceObject,
         t: &Targets<'_>,
         ctl: Control<'_>,
-    ) -> anyhow::Result<Vec<Refused>> {
+    ) -> Result<Vec<Refused>, AttachError> {
         let mut module_fds: HashMap<&Scope, OwnedFd> = HashMap::new();
         for f in t.funcs {
             if let Scope::Module(m) = &f.scope {
                 if !module_fds.contains_key(&f.scope) {
-                    let fd =
-                        module_btf_fd(m).with_context(|| format!("finding BTF of module {m}"))?;
+                    let fd = module_btf_fd(m).at_with(|| format!("finding BTF of module {m}"))?;
                     module_fds.insert(&f.scope, fd);
                 }
             }
@@ -263,7 +267,7 @@ impl Engine for FentryEach {
         });
         let results = results
             .into_inner()
-            .map_err(|_| anyhow!("a fentry-each worker panicked"))?;
+            .map_err(|_| AttachError::Broken("a fentry-each worker panicked".into()))?;
         let fatal = fatal.into_inner().ok().flatten();
         if ctl.cancelled() || fatal.is_some() {
             // Nothing half-attached: close every link made so far.
@@ -271,9 +275,9 @@ impl Engine for FentryEach {
             close_all(made, ctl.detached);
             return Err(match fatal {
                 Some(e) if !ctl.cancelled() => {
-                    anyhow!(e).context("fentry-each: the kernel refuses fentry programs")
+                    AttachError::Io(e).at("fentry-each: the kernel refuses fentry programs")
                 }
-                _ => Interrupted.into(),
+                _ => AttachError::Interrupted,
             });
         }
         let mut refused = Vec::new();
@@ -283,15 +287,23 @@ impl Engine for FentryEach {
                 Ok(a) => attached.push(a),
                 Err(e) => refused.push(Refused {
                     index: i,
-                    error: e.to_string(),
+                    error: KernelRefusal::of(&e, errno_of(&e)),
                 }),
             }
         }
         if attached.is_empty() {
-            let e = refused.first().map(|r| r.error.clone()).unwrap_or_default();
-            return Err(anyhow!(
-                "fentry-each: the kernel refused every function ({e})"
-            ));
+            let first = refused.first().map(|r| &r.error);
+            let kind = first
+                .and_then(|r| r.errno)
+                .map_or(io::ErrorKind::Other, |n| {
+                    io::Error::from_raw_os_error(n).kind()
+                });
+            let said = first.map_or(String::new(), |r| r.to_string());
+            return Err(io::Error::new(
+                kind,
+                format!("fentry-each: the kernel refused every function ({said})"),
+            )
+            .into());
         }
         self.breakdown = Breakdown {
             loads: clocks.loads.into_inner(),

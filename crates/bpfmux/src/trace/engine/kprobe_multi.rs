@@ -4,13 +4,13 @@
 //! kernel then resolves no names), by name otherwise (exact names).
 
 use std::ffi::CString;
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-use anyhow::Context as _;
 use libbpf_rs::libbpf_sys;
 
 use super::{
-    attach_bisect, bisect_error, Breakdown, Control, Engine, EngineKind, Refused, Targets,
+    attach_bisect, At, AttachError, Breakdown, Control, Engine, EngineKind, Refused, Targets,
 };
 use crate::sys::bpf::{self, KprobeTargets};
 use crate::trace::program::{Entry, TraceObject};
@@ -41,7 +41,7 @@ impl Engine for KprobeMulti {
         obj: &TraceObject,
         t: &Targets<'_>,
         ctl: Control<'_>,
-    ) -> anyhow::Result<Vec<Refused>> {
+    ) -> Result<Vec<Refused>, AttachError> {
         let (entry, attach_type) = if t.exit.needed() {
             (Entry::KprobeSession, libbpf_sys::BPF_TRACE_KPROBE_SESSION)
         } else {
@@ -50,7 +50,7 @@ impl Engine for KprobeMulti {
         let mut bd = Breakdown::default();
         let prog = bd
             .load(|| obj.load_prog(entry, attach_type, None, 0))
-            .context("loading the kprobe program")?;
+            .at("loading the kprobe program")?;
         let prog_fd = prog.as_raw_fd();
         let by_addr = t.funcs.iter().all(|f| f.addr.is_some());
         let names: Vec<CString> = if by_addr {
@@ -58,8 +58,12 @@ impl Engine for KprobeMulti {
         } else {
             t.funcs
                 .iter()
-                .map(|f| CString::new(f.name.as_str()).context("function name with NUL"))
-                .collect::<anyhow::Result<_>>()?
+                .map(|f| {
+                    CString::new(f.name.as_str())
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+                        .at("function name with NUL")
+                })
+                .collect::<Result<_, _>>()?
         };
         let mut attach = |chunk: &[usize]| {
             let cookies: Vec<u64> = chunk.iter().map(|&i| t.cookies[i]).collect();
@@ -85,15 +89,13 @@ impl Engine for KprobeMulti {
             }
         };
         let all: Vec<usize> = (0..t.funcs.len()).collect();
-        let (links, refused) = attach_bisect(&all, &mut attach, ctl, &mut bd)
-            .map_err(bisect_error)
-            .with_context(|| {
-                format!(
-                    "kprobe.{} link on {} functions",
-                    if t.exit.needed() { "session" } else { "multi" },
-                    all.len()
-                )
-            })?;
+        let (links, refused) = attach_bisect(&all, &mut attach, ctl, &mut bd).at_with(|| {
+            format!(
+                "kprobe.{} link on {} functions",
+                if t.exit.needed() { "session" } else { "multi" },
+                all.len()
+            )
+        })?;
         self.links = links;
         self.prog = Some(prog);
         self.breakdown = bd;

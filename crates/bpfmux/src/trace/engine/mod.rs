@@ -15,7 +15,8 @@
 //!
 //! Attaching is cancellable ([`Control::cancel`], set by a signal handler):
 //! engines look at the flag before every link or program, and an
-//! interrupted attach returns [`Interrupted`] with nothing left attached.
+//! interrupted attach returns [`AttachError::Interrupted`] with nothing
+//! left attached.
 
 mod fentry_each;
 mod kprobe_multi;
@@ -31,7 +32,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::program::{Entry, TraceObject};
-use super::select::Func;
+use super::select::{Func, KernelRefusal};
 use crate::features::{self, Feature, KernelBtf, Status};
 
 /// The mechanism that attaches the trace program (`--engine`).
@@ -306,7 +307,69 @@ pub struct Targets<'a> {
 #[derive(Clone, Debug)]
 pub struct Refused {
     pub index: usize,
-    pub error: String,
+    pub error: KernelRefusal,
+}
+
+/// Why an engine's attach stopped; nothing it made stays attached.
+#[derive(Debug)]
+pub(crate) enum AttachError {
+    /// [`Control::cancel`] was set.
+    Interrupted,
+    /// The kernel (or the system) said no at `step`.
+    Step { step: String, source: io::Error },
+    /// The kernel said no at no step of the engine's own.
+    Io(io::Error),
+    /// What cannot happen did (a worker thread panicked).
+    Broken(String),
+}
+
+impl AttachError {
+    /// This error, at `step` (the outer step first, as in `step: inner`).
+    pub(crate) fn at(self, step: impl fmt::Display) -> Self {
+        match self {
+            AttachError::Io(source) => AttachError::Step {
+                step: step.to_string(),
+                source,
+            },
+            AttachError::Step {
+                step: inner,
+                source,
+            } => AttachError::Step {
+                step: format!("{step}: {inner}"),
+                source,
+            },
+            AttachError::Broken(m) => AttachError::Broken(format!("{step}: {m}")),
+            AttachError::Interrupted => AttachError::Interrupted,
+        }
+    }
+}
+
+impl From<io::Error> for AttachError {
+    fn from(e: io::Error) -> Self {
+        AttachError::Io(e)
+    }
+}
+
+impl From<super::program::LoadError> for AttachError {
+    fn from(e: super::program::LoadError) -> Self {
+        AttachError::Io(e.into())
+    }
+}
+
+/// Names the step an engine's result failed at ([`AttachError::at`]).
+pub(crate) trait At<T> {
+    fn at(self, step: impl fmt::Display) -> Result<T, AttachError>;
+    fn at_with<S: fmt::Display>(self, step: impl FnOnce() -> S) -> Result<T, AttachError>;
+}
+
+impl<T, E: Into<AttachError>> At<T> for Result<T, E> {
+    fn at(self, step: impl fmt::Display) -> Result<T, AttachError> {
+        self.map_err(|e| e.into().at(step))
+    }
+
+    fn at_with<S: fmt::Display>(self, step: impl FnOnce() -> S) -> Result<T, AttachError> {
+        self.map_err(|e| e.into().at(step()))
+    }
 }
 
 /// How an attach reports progress and learns that it should stop.
@@ -388,39 +451,18 @@ impl Breakdown {
     }
 }
 
-/// The attach was abandoned through [`Control::cancel`]; everything it had
-/// attached is detached again.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted while attaching (everything attached so far was detached)")]
-pub struct Interrupted;
-
-/// The io::Error attach_bisect stops with when cancelled.
-fn interrupted_io() -> io::Error {
-    io::Error::new(io::ErrorKind::Interrupted, Interrupted)
-}
-
-/// An attach error as the engines return it: [`Interrupted`] stays itself
-/// so callers can tell a cancel from a failure.
-pub(crate) fn bisect_error(e: io::Error) -> anyhow::Error {
-    if e.get_ref().is_some_and(|i| i.is::<Interrupted>()) {
-        Interrupted.into()
-    } else {
-        e.into()
-    }
-}
-
 pub trait Engine: Send {
     fn kind(&self) -> EngineKind;
 
     /// Attaches every target it can. Returns the functions the kernel
-    /// refused (the rest stay attached); an error (or [`Interrupted`])
-    /// means nothing is attached.
+    /// refused (the rest stay attached); an error (a cancel too) means
+    /// nothing is attached.
     fn attach(
         &mut self,
         obj: &TraceObject,
         targets: &Targets<'_>,
         ctl: Control<'_>,
-    ) -> anyhow::Result<Vec<Refused>>;
+    ) -> Result<Vec<Refused>, AttachError>;
 
     /// Detaches everything (links first, then programs), calling
     /// `progress` with the number of functions each step detached.
@@ -486,7 +528,7 @@ pub(crate) fn attach_bisect<L>(
     attach: &mut dyn FnMut(&[usize]) -> io::Result<L>,
     ctl: Control<'_>,
     bd: &mut Breakdown,
-) -> io::Result<(Vec<L>, Vec<Refused>)> {
+) -> Result<(Vec<L>, Vec<Refused>), AttachError> {
     struct State<L> {
         links: Vec<L>,
         refused: Vec<Refused>,
@@ -500,12 +542,12 @@ pub(crate) fn attach_bisect<L>(
         attach: &mut dyn FnMut(&[usize]) -> io::Result<L>,
         ctl: Control<'_>,
         st: &mut State<L>,
-    ) -> io::Result<()> {
+    ) -> Result<(), AttachError> {
         if idx.is_empty() {
             return Ok(());
         }
         if ctl.cancelled() {
-            return Err(interrupted_io());
+            return Err(AttachError::Interrupted);
         }
         match attach(idx) {
             Ok(link) => {
@@ -514,11 +556,11 @@ pub(crate) fn attach_bisect<L>(
                 (ctl.progress)(idx.len());
                 Ok(())
             }
-            Err(e) if is_fatal(&e) => Err(e),
+            Err(e) if is_fatal(&e) => Err(e.into()),
             Err(e) if idx.len() == 1 => {
                 st.refused.push(Refused {
                     index: idx[0],
-                    error: e.to_string(),
+                    error: KernelRefusal::of(&e, e.raw_os_error()),
                 });
                 if !st.kernel_ok && nothing_attaches(st.attached, st.refused.len()) {
                     // Does the kernel take any function at all? Each try is
@@ -529,7 +571,7 @@ pub(crate) fn attach_bisect<L>(
                         .collect();
                     st.kernel_ok = tried.iter().any(|&i| attach(&[i]).is_ok());
                     if !st.kernel_ok {
-                        return Err(e);
+                        return Err(e.into());
                     }
                 }
                 Ok(())
@@ -570,11 +612,8 @@ pub(crate) fn attach_bisect<L>(
         let e = st
             .refused
             .first()
-            .map(|r| r.error.clone())
-            .unwrap_or_default();
-        return Err(io::Error::other(format!(
-            "the kernel refused every function ({e})"
-        )));
+            .map_or(String::new(), |r| r.error.to_string());
+        return Err(io::Error::other(format!("the kernel refused every function ({e})")).into());
     }
     Ok((st.links, st.refused))
 }
@@ -688,13 +727,36 @@ mod tests {
     }
 
     #[test]
+    fn attach_errors_read_as_the_kernel_said_them() {
+        let link = AttachError::Io(io::Error::from_raw_os_error(libc::EINVAL)).at("link_create");
+        let e = crate::trace::Error::attach(link, "attaching with engine global");
+        assert_eq!(
+            crate::error_text(&e),
+            format!(
+                "attaching with engine global: link_create: {}",
+                io::Error::from_raw_os_error(libc::EINVAL)
+            )
+        );
+        assert!(matches!(
+            &e,
+            crate::trace::Error::Kernel { source, .. } if source.raw_os_error() == Some(libc::EINVAL)
+        ));
+        // A cancel stays one, whatever the step.
+        let cancelled = crate::trace::Error::attach(AttachError::Interrupted.at("a link"), "x");
+        assert!(matches!(cancelled, crate::trace::Error::Interrupted));
+    }
+
+    #[test]
     fn bisect_stops_on_fatal_and_on_all_refused() {
         let mut eperm =
             |_: &[usize]| -> io::Result<OwnedFd> { Err(io::Error::from_raw_os_error(libc::EPERM)) };
         let all: Vec<usize> = (0..1000).collect();
         let e =
             attach_bisect(&all, &mut eperm, ctl(&|_| {}), &mut Breakdown::default()).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+        assert!(
+            matches!(&e, AttachError::Io(io) if io.raw_os_error() == Some(libc::EPERM)),
+            "{e:?}"
+        );
 
         let tries = RefCell::new(0);
         let mut einval = |_: &[usize]| -> io::Result<OwnedFd> {
@@ -753,8 +815,7 @@ mod tests {
         let e = attach_bisect(&all, &mut attach, c, &mut Breakdown::default())
             .err()
             .expect("cancelled");
-        assert!(e.get_ref().is_some_and(|i| i.is::<Interrupted>()));
-        assert!(bisect_error(e).is::<Interrupted>());
+        assert!(matches!(e, AttachError::Interrupted), "{e:?}");
         assert_eq!(made.get(), 3, "stopped at the first check after the cancel");
         assert_eq!(open.get(), 0, "every link made was closed again");
     }

@@ -20,10 +20,9 @@
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-use anyhow::Context as _;
-
 use super::{
-    attach_bisect, bisect_error, Breakdown, Control, Engine, EngineKind, ExitSide, Refused, Targets,
+    attach_bisect, At, AttachError, Breakdown, Control, Engine, EngineKind, ExitSide, Refused,
+    Targets,
 };
 use crate::sys::bpf;
 use crate::trace::btf::module_btf_fd;
@@ -82,7 +81,7 @@ impl Engine for TracingMulti {
         obj: &TraceObject,
         t: &Targets<'_>,
         ctl: Control<'_>,
-    ) -> anyhow::Result<Vec<Refused>> {
+    ) -> Result<Vec<Refused>, AttachError> {
         let kinds = Self::programs_for(t.exit, t.inject);
         let flags = if self.global {
             bpf::BPF_F_TRACING_MULTI_GLOBAL
@@ -112,7 +111,7 @@ impl Engine for TracingMulti {
             let btf_fd = match scope {
                 Scope::Vmlinux => None,
                 Scope::Module(m) => {
-                    Some(module_btf_fd(m).with_context(|| format!("finding BTF of module {m}"))?)
+                    Some(module_btf_fd(m).at_with(|| format!("finding BTF of module {m}"))?)
                 }
             };
             let mut scope_progs = Vec::new();
@@ -121,7 +120,7 @@ impl Engine for TracingMulti {
                     .load(|| {
                         obj.load_prog(entry, attach_type, btf_fd.as_ref().map(|f| f.as_fd()), 0)
                     })
-                    .with_context(|| {
+                    .at_with(|| {
                         format!("loading the {} {entry:?} program for {scope}", self.kind())
                     })?;
                 scope_progs.push((prog, attach_type));
@@ -144,10 +143,7 @@ impl Engine for TracingMulti {
                 Ok(batch)
             };
             let (l, r) = attach_bisect(&idx, &mut attach, ctl, &mut bd)
-                .map_err(bisect_error)
-                .with_context(|| {
-                    format!("tracing_multi link on {} functions of {scope}", idx.len())
-                })?;
+                .at_with(|| format!("tracing_multi link on {} functions of {scope}", idx.len()))?;
             links.extend(l);
             refused.extend(r);
             progs.extend(scope_progs.into_iter().map(|(p, _)| p));
