@@ -155,7 +155,7 @@ fn attach(a: AttachArgs) -> Result<()> {
         .iter()
         .zip(chain_on)
         .map(|(p, c)| ProgSpec::parse(p, c))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let opts = AttachOptions {
         mode: match a.mode {
             ModeArg::Auto => Mode::Auto,
@@ -463,7 +463,16 @@ fn our_problems(v: &mut SetView) {
 /// One link of an error chain in the CLI's words: a refusal with the
 /// option or command that gets past it.
 fn link_words(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    if let Some(r) = e.downcast_ref::<Refusal>() {
+    // A step's source is the library's error in a box.
+    let inner = e
+        .downcast_ref::<xdp::Error>()
+        .or_else(|| e.downcast_ref::<Box<xdp::Error>>().map(|b| &**b));
+    let (refusal, libxdp) = match inner {
+        Some(xdp::Error::Refused(r)) => (Some(r), None),
+        Some(xdp::Error::Libxdp(l)) => (None, Some(l)),
+        _ => (e.downcast_ref::<Refusal>(), e.downcast_ref::<LibxdpError>()),
+    };
+    if let Some(r) = refusal {
         let text = r.to_string();
         return Some(match r {
             Refusal::NeverRuns { .. } => text.replacen(
@@ -512,7 +521,7 @@ fn link_words(e: &(dyn std::error::Error + 'static)) -> Option<String> {
             _ => text,
         });
     }
-    match e.downcast_ref::<LibxdpError>()? {
+    match libxdp? {
         e @ LibxdpError::NoDispatcher => Some(format!(
             "{e}. One program attaches without a dispatcher with --engine auto"
         )),
@@ -526,7 +535,8 @@ fn link_words(e: &(dyn std::error::Error + 'static)) -> Option<String> {
 
 /// The library's error, its refusals in the CLI's words (as `{:#}` prints
 /// a chain: each link, then `: ` and the next).
-fn in_our_words(e: anyhow::Error) -> anyhow::Error {
+fn in_our_words(e: xdp::Error) -> anyhow::Error {
+    let e = anyhow::Error::from(e);
     if !e.chain().any(|c| link_words(c).is_some()) {
         return e;
     }
@@ -550,6 +560,19 @@ mod tests {
 
     fn said(r: Refusal) -> String {
         format!("{:#}", in_our_words(r.into()))
+    }
+
+    #[test]
+    fn refusals_inside_steps_are_in_our_words_too() {
+        let e = bpfmux::xdp::Error::At {
+            step: "attach".into(),
+            source: Box::new(Refusal::OursInLibxdp { iface: "x".into() }.into()),
+        };
+        assert_eq!(
+            format!("{:#}", in_our_words(e)),
+            "attach: bpfmux's set on x runs in libxdp's dispatcher; use --engine libxdp (or \
+             auto), or `bpfmux xdp detach x` first"
+        );
     }
 
     #[test]
@@ -635,10 +658,10 @@ mod tests {
         assert_eq!(
             format!(
                 "{:#}",
-                in_our_words(
-                    anyhow::Error::new(Refusal::NoChainSlot { source: enospc })
-                        .context("build the chain")
-                )
+                in_our_words(bpfmux::xdp::Error::At {
+                    step: "build the chain".into(),
+                    source: Box::new(Refusal::NoChainSlot { source: enospc }.into()),
+                })
             ),
             format!(
                 "build the chain: each program that owns a chain holds one of the kernel XDP \

@@ -26,9 +26,9 @@ mod state;
 
 use std::ffi::{CStr, CString};
 use std::fmt;
+use std::io;
 use std::os::fd::AsFd;
 
-use anyhow::{anyhow, bail, Context, Result};
 use libbpf_rs::libbpf_sys;
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +39,144 @@ pub use program::{Origin, ProgSpec};
 pub use refusal::{Problem, Refusal};
 use state::{GenerationWriter, Store};
 pub use state::{ProgRecord, SetRecord};
+
+/// Why an `xdp` call failed. What a caller can act on is its own variant
+/// ([`Refusal`], [`libxdp::LibxdpError`], an input that cannot work); what the
+/// kernel or the file system said comes with the step it was said at.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The library will not do it as asked, and says why ([`Refusal`]).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// libxdp could not do it.
+    #[error(transparent)]
+    Libxdp(#[from] libxdp::LibxdpError),
+    /// A chain-on value that names no set of actions.
+    #[error(transparent)]
+    ActionSet(#[from] ActionSetError),
+    /// An input that cannot work: a program spec, an object file, a
+    /// program in it, an interface name.
+    #[error("{0}")]
+    Invalid(String),
+    /// bpfmux's state, or the kernel's, is not what it should be: a record
+    /// that cannot be read, a program still running after detach.
+    #[error("{0}")]
+    State(String),
+    /// A step that asked the kernel or the file system failed, and what
+    /// it said (its errno kept in `source`).
+    #[error("{step}")]
+    Kernel {
+        /// What was being done.
+        step: String,
+        /// What the kernel or the file system said.
+        #[source]
+        source: io::Error,
+    },
+    /// What the kernel or the file system said, at no step of its own.
+    #[error(transparent)]
+    Os(#[from] io::Error),
+    /// Another error, at a step of the caller's.
+    #[error("{step}")]
+    At {
+        /// What was being done.
+        step: String,
+        /// What went wrong there.
+        #[source]
+        source: Box<Error>,
+    },
+}
+
+/// The results of `xdp`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<libbpf_rs::Error> for Error {
+    fn from(e: libbpf_rs::Error) -> Self {
+        Error::Os(io::Error::other(e))
+    }
+}
+
+/// An error a step can fail with, and how it reads at that step.
+pub(crate) trait AtStep {
+    fn at_step(self, step: String) -> Error;
+}
+
+impl AtStep for io::Error {
+    fn at_step(self, step: String) -> Error {
+        Error::Kernel { step, source: self }
+    }
+}
+
+impl AtStep for libbpf_rs::Error {
+    fn at_step(self, step: String) -> Error {
+        io::Error::other(self).at_step(step)
+    }
+}
+
+impl AtStep for serde_json::Error {
+    fn at_step(self, step: String) -> Error {
+        io::Error::new(io::ErrorKind::InvalidData, self).at_step(step)
+    }
+}
+
+impl AtStep for Error {
+    fn at_step(self, step: String) -> Error {
+        match self {
+            Error::Os(source) => Error::Kernel { step, source },
+            e => Error::At {
+                step,
+                source: Box::new(e),
+            },
+        }
+    }
+}
+
+impl AtStep for libxdp::LibxdpError {
+    fn at_step(self, step: String) -> Error {
+        Error::from(self).at_step(step)
+    }
+}
+
+/// Names the step a result failed at: `step: what it said`.
+pub(crate) trait Context<T> {
+    fn context(self, step: impl fmt::Display) -> Result<T>;
+    fn with_context<S: fmt::Display>(self, step: impl FnOnce() -> S) -> Result<T>;
+}
+
+impl<T, E: AtStep> Context<T> for std::result::Result<T, E> {
+    fn context(self, step: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| e.at_step(step.to_string()))
+    }
+
+    fn with_context<S: fmt::Display>(self, step: impl FnOnce() -> S) -> Result<T> {
+        self.map_err(|e| e.at_step(step().to_string()))
+    }
+}
+
+/// A missing value: what is there is not what should be ([`Error::State`]).
+impl<T> Context<T> for Option<T> {
+    fn context(self, what: impl fmt::Display) -> Result<T> {
+        self.ok_or_else(|| Error::State(what.to_string()))
+    }
+
+    fn with_context<S: fmt::Display>(self, what: impl FnOnce() -> S) -> Result<T> {
+        self.ok_or_else(|| Error::State(what().to_string()))
+    }
+}
+
+/// `return Err(Error::Invalid(format!(...)))`: an input that cannot work.
+macro_rules! invalid {
+    ($($t:tt)*) => {
+        return Err($crate::xdp::Error::Invalid(format!($($t)*)))
+    };
+}
+
+/// `return Err(Error::State(format!(...)))`: a state that is not right.
+macro_rules! bad_state {
+    ($($t:tt)*) => {
+        return Err($crate::xdp::Error::State(format!($($t)*)))
+    };
+}
+pub(crate) use {bad_state, invalid};
 
 /// How a set runs: the engine that built it (kept in its record).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,11 +311,12 @@ pub struct AttachReport {
 
 /// The index of interface `iface`.
 pub fn ifindex_of(iface: &str) -> Result<u32> {
-    let c = CString::new(iface).map_err(|_| anyhow!("bad interface name {iface:?}"))?;
+    let c =
+        CString::new(iface).map_err(|_| Error::Invalid(format!("bad interface name {iface:?}")))?;
     // SAFETY: NUL-terminated string.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if idx == 0 {
-        bail!("no interface '{iface}' in this network namespace");
+        invalid!("no interface '{iface}' in this network namespace");
     }
     Ok(idx)
 }
@@ -252,34 +391,35 @@ fn wait_for_readers() {
 /// failure there leaves nothing half-attached. Only `before-commit` exists.
 fn failpoint(step: &str) -> Result<()> {
     if std::env::var("BPFMUX_XDP_FAILPOINT").is_ok_and(|v| v == step) {
-        bail!("failing on purpose at '{step}' (BPFMUX_XDP_FAILPOINT)");
+        bad_state!("failing on purpose at '{step}' (BPFMUX_XDP_FAILPOINT)");
     }
     Ok(())
 }
 
 /// [`Refusal::StateUnreadable`], as an error.
-fn unreadable(iface: &str, e: &anyhow::Error) -> anyhow::Error {
+fn unreadable(iface: &str, e: &Error) -> Error {
     Refusal::StateUnreadable {
         iface: iface.to_string(),
-        detail: format!("{e:#}"),
+        detail: crate::error_text(e),
     }
     .into()
 }
 
-fn explain_link_create(e: std::io::Error, iface: &str, mode: Mode) -> anyhow::Error {
+fn explain_link_create(e: std::io::Error, iface: &str, mode: Mode) -> Error {
     let why = match e.raw_os_error() {
         Some(libc::EBUSY) | Some(libc::EEXIST) => {
             format!("{iface} already has an XDP program attached by something else")
         }
         Some(libc::EOPNOTSUPP) if mode == Mode::Native => {
-            return anyhow::Error::new(Refusal::NoNativeXdp {
+            return Refusal::NoNativeXdp {
                 iface: iface.to_string(),
                 source: e,
-            });
+            }
+            .into();
         }
         _ => format!("attach XDP ({mode} mode) to {iface}"),
     };
-    anyhow::Error::new(e).context(why)
+    e.at_step(why)
 }
 
 /// Attaches `specs` to `iface` as its whole XDP set, in order, replacing
@@ -287,7 +427,7 @@ fn explain_link_create(e: std::io::Error, iface: &str, mode: Mode) -> anyhow::Er
 /// changes: no new program runs and no new pin remains.
 pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<AttachReport> {
     if specs.is_empty() {
-        bail!("no programs given");
+        invalid!("no programs given");
     }
     // A program after one that continues on nothing could never run (and
     // the verifier would prune its dispatcher slot): say so instead.
@@ -375,7 +515,7 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
             .with_context(|| format!("query XDP on {iface}"))?
             .any()
         {
-            bail!(
+            bad_state!(
                 "{iface} already runs XDP program {id}, which bpfmux did not attach; \
                  remove it first (ip link set dev {iface} xdp off)"
             );
@@ -383,7 +523,7 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
     }
     if let Some(c) = &current {
         match &c.record {
-            Ok(r) if r.mode != opts.mode => bail!(
+            Ok(r) if r.mode != opts.mode => bad_state!(
                 "the set on {iface} was attached in {} mode; detach it first to use {} mode",
                 r.mode,
                 opts.mode
@@ -444,7 +584,10 @@ pub fn attach(iface: &str, specs: &[ProgSpec], opts: &AttachOptions) -> Result<A
         // The old generation's pins held the replaced set; unpinning frees it.
         let warnings = match dir.prune(Some(&keep)) {
             Ok(()) => vec![],
-            Err(e) => vec![format!("removing the replaced set's pins: {e:#}")],
+            Err(e) => vec![format!(
+                "removing the replaced set's pins: {}",
+                crate::error_text(&e)
+            )],
         };
         let link_id = bpf_ops::get_pinned(&dir.link_path())
             .and_then(|l| bpf_ops::link_info(l.as_fd()))
@@ -499,7 +642,7 @@ fn attach_libxdp(
     theirs: Option<libxdp::Dispatcher>,
 ) -> Result<AttachReport> {
     if let Some(why) = libxdp::unavailable() {
-        return Err(anyhow::Error::new(why).context("the libxdp engine"));
+        return Err(why.at_step("the libxdp engine".into()));
     }
     for r in resolved {
         libxdp::check_actions(r.spec.chain_on)
@@ -510,7 +653,7 @@ fn attach_libxdp(
             .with_context(|| format!("query XDP on {iface}"))?
             .any()
         {
-            bail!(
+            bad_state!(
                 "{iface} already runs XDP program {id}, which is not libxdp's dispatcher and \
                  which bpfmux did not attach; remove it first (ip link set dev {iface} xdp off)"
             );
@@ -518,7 +661,7 @@ fn attach_libxdp(
     }
     if let Some(p) = &previous {
         if p.mode != opts.mode {
-            bail!(
+            bad_state!(
                 "the set on {iface} was attached in {} mode; detach it first to use {} mode",
                 p.mode,
                 opts.mode
@@ -583,7 +726,7 @@ fn attach_libxdp(
     if let Err(e) = failpoint("before-commit").and_then(|()| dir.write_libxdp_record(&record)) {
         // Take the programs out again: nothing of this attach stays.
         if let Err(undo) = libxdp::detach(ifindex, &ids) {
-            return Err(e.context(format!(
+            return Err(e.at_step(format!(
                 "and removing the new programs again failed ({undo}); remove them with \
                  xdp-loader unload {iface} --id ID (ids {ids:?})"
             )));
@@ -755,15 +898,15 @@ fn detach_own(
             .into());
         }
         if let Some(id) = bpf_ops::xdp_query(ifindex)?.any() {
-            bail!(
+            bad_state!(
                 "{iface} runs XDP program {id}, which bpfmux did not attach \
                  (ip link set dev {iface} xdp off removes it)"
             );
         }
         if leftover {
-            bail!("nothing attached to {iface} by bpfmux (removed leftover state)");
+            bad_state!("nothing attached to {iface} by bpfmux (removed leftover state)");
         }
-        bail!("nothing attached to {iface} by bpfmux");
+        bad_state!("nothing attached to {iface} by bpfmux");
     };
     let head = current.link_info.prog_id;
     let (engine, progs) = match &current.record {
@@ -779,7 +922,7 @@ fn detach_own(
     dir.remove()?;
     store.tidy();
     if let Some(id) = bpf_ops::xdp_query(ifindex)?.any() {
-        bail!("{iface} still runs XDP program {id} after detach");
+        bad_state!("{iface} still runs XDP program {id} after detach");
     }
     Ok((engine, head, progs))
 }
@@ -864,7 +1007,7 @@ fn view(dir: &state::IfaceDir) -> Result<SetView> {
             }
             v.set = Some(r);
         }
-        Err(e) => v.problems.push(Problem::Other(format!("{e:#}"))),
+        Err(e) => v.problems.push(Problem::Other(crate::error_text(&e))),
     }
     Ok(v)
 }
@@ -875,7 +1018,7 @@ fn libxdp_view(mut v: SetView, record: Result<SetRecord>) -> SetView {
     let record = match record {
         Ok(r) => r,
         Err(e) => {
-            v.problems.push(Problem::Other(format!("{e:#}")));
+            v.problems.push(Problem::Other(crate::error_text(&e)));
             return v;
         }
     };

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use anyhow::{anyhow, bail, Context, Result};
+use super::{invalid, Context, Result};
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::{AsRawLibbpf, ObjectBuilder, OpenObject, ProgramType};
 use serde::{Deserialize, Serialize};
@@ -30,13 +30,13 @@ impl ProgSpec {
     /// split at its last ':' (so paths with colons still work).
     pub fn parse(s: &str, chain_on: ActionSet) -> Result<Self> {
         if s.is_empty() {
-            bail!("empty program spec (expected PROG.o[:section])");
+            invalid!("empty program spec (expected PROG.o[:section])");
         }
         let whole_is_a_file = Path::new(s).exists();
         let (object, section) = match s.rsplit_once(':') {
             Some((path, sec)) if !whole_is_a_file && !sec.contains('/') => {
                 if sec.is_empty() {
-                    bail!("'{s}': empty section after ':' (expected PROG.o[:section])");
+                    invalid!("'{s}': empty section after ':' (expected PROG.o[:section])");
                 }
                 (PathBuf::from(path), Some(sec.to_string()))
             }
@@ -91,7 +91,7 @@ fn open(path: &Path) -> Result<OpenObject> {
         .with_context(|| format!("BPF object {}", path.display()))?
         .len();
     if len > MAX_OBJECT_BYTES {
-        bail!(
+        invalid!(
             "{} is not a BPF object: {} bytes, more than the {} MiB limit",
             path.display(),
             len,
@@ -104,7 +104,7 @@ fn open(path: &Path) -> Result<OpenObject> {
         .is_ok()
         && magic == *b"\x7fELF";
     if !is_elf {
-        bail!("{} is not a BPF object (not an ELF file)", path.display());
+        invalid!("{} is not a BPF object (not an ELF file)", path.display());
     }
     ObjectBuilder::default()
         .open_file(path)
@@ -116,7 +116,7 @@ pub fn resolve(spec: &ProgSpec) -> Result<Resolved> {
     let path = &spec.object;
     let meta = std::fs::metadata(path).with_context(|| format!("BPF object {}", path.display()))?;
     if !meta.is_file() {
-        bail!("BPF object {}: not a regular file", path.display());
+        invalid!("BPF object {}: not a regular file", path.display());
     }
     let abs =
         std::fs::canonicalize(path).with_context(|| format!("BPF object {}", path.display()))?;
@@ -148,12 +148,12 @@ pub fn resolve(spec: &ProgSpec) -> Result<Resolved> {
             let by_section: Vec<_> = progs.iter().filter(|(_, s, _)| s == want).collect();
             match (by_name.as_slice(), by_section.as_slice()) {
                 ([one], _) | ([], [one]) => (*one).clone(),
-                ([], []) => bail!(
+                ([], []) => invalid!(
                     "no program or section '{want}' in {} (it has: {})",
                     path.display(),
                     list()
                 ),
-                _ => bail!(
+                _ => invalid!(
                     "section '{want}' of {} holds several programs; name one: {}",
                     path.display(),
                     by_section
@@ -171,8 +171,8 @@ pub fn resolve(spec: &ProgSpec) -> Result<Resolved> {
                 .collect();
             match xdp.as_slice() {
                 [one] => (*one).clone(),
-                [] => bail!("no XDP program in {} (it has: {})", path.display(), list()),
-                _ => bail!(
+                [] => invalid!("no XDP program in {} (it has: {})", path.display(), list()),
+                _ => invalid!(
                     "{} has several XDP programs; pick one with {}:NAME (it has: {})",
                     path.display(),
                     path.display(),
@@ -182,7 +182,7 @@ pub fn resolve(spec: &ProgSpec) -> Result<Resolved> {
         }
     };
     if ty != ProgramType::Xdp {
-        bail!(
+        invalid!(
             "program {name} in {} is a {ty:?} program (section {section}), not XDP",
             path.display()
         );
@@ -246,7 +246,7 @@ pub fn load(res: &Resolved, how: LoadAs<'_>) -> Result<OwnedFd> {
                 )
             };
             if rc != 0 {
-                bail!("set expected attach type: errno {}", -rc);
+                invalid!("set expected attach type: errno {}", -rc);
             }
             use std::os::fd::AsRawFd;
             prog.set_attach_target(target.as_fd().as_raw_fd(), Some(func.to_string()))
@@ -254,7 +254,7 @@ pub fn load(res: &Resolved, how: LoadAs<'_>) -> Result<OwnedFd> {
         }
     }
     if !found {
-        bail!(
+        invalid!(
             "program {} vanished from {} (file changed?)",
             res.origin.program,
             path.display()
@@ -274,7 +274,7 @@ pub fn load(res: &Resolved, how: LoadAs<'_>) -> Result<OwnedFd> {
     let prog = loaded
         .progs()
         .find(|p| p.name().to_string_lossy() == res.origin.program.as_str())
-        .ok_or_else(|| anyhow!("loaded object lost program {}", res.origin.program))?;
+        .with_context(|| format!("loaded object lost program {}", res.origin.program))?;
     // Keep the program alive past the object: its maps stay referenced by
     // the program itself.
     prog.as_fd()
@@ -300,7 +300,7 @@ mod tests {
             section: None,
             chain_on: ActionSet::DEFAULT,
         };
-        let err = format!("{:#}", resolve(&spec).unwrap_err());
+        let err = crate::error_text(&resolve(&spec).unwrap_err());
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(err.contains("MiB limit"), "{err}");
     }

@@ -21,7 +21,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
+use super::{bad_state, AtStep as _, Context, Error, Result};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 use serde::{Deserialize, Serialize};
 
@@ -79,20 +79,20 @@ pub fn bpffs_root() -> Result<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/sys/fs/bpf"));
     let c = std::ffi::CString::new(root.as_os_str().as_encoded_bytes())
-        .map_err(|_| anyhow!("bpffs path contains NUL"))?;
+        .map_err(|_| Error::Invalid("bpffs path contains NUL".into()))?;
     // SAFETY: zeroed statfs is a valid out-buffer.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: NUL-terminated path, writable buffer.
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
         let e = io::Error::last_os_error();
-        bail!(
+        bad_state!(
             "bpffs at {}: {e} (mount it: mount -t bpf bpf {})",
             root.display(),
             root.display()
         );
     }
     if st.f_type as i64 != BPF_FS_MAGIC {
-        bail!(
+        bad_state!(
             "{} is not a bpffs mount; bpfmux keeps its XDP state pinned there \
              (mount -t bpf bpf {}, or set BPFMUX_BPFFS to a bpffs mount)",
             root.display(),
@@ -318,7 +318,7 @@ impl IfaceDir {
         write_state(&new, record)?;
         fs::rename(&new, &path).map_err(|e| {
             let _ = fs::remove_file(&new);
-            anyhow::Error::new(e).context(format!("rename {} to {}", new.display(), path.display()))
+            e.at_step(format!("rename {} to {}", new.display(), path.display()))
         })
     }
 
@@ -390,7 +390,7 @@ fn write_state(path: &Path, record: &SetRecord) -> Result<()> {
     let json = serde_json::to_vec(record).context("encode state")?;
     let mut value = vec![0u8; STATE_VALUE_SIZE as usize];
     if json.len() + 4 > value.len() {
-        bail!("state record too large ({} bytes)", json.len());
+        bad_state!("state record too large ({} bytes)", json.len());
     }
     value[..4].copy_from_slice(&(json.len() as u32).to_ne_bytes());
     value[4..4 + json.len()].copy_from_slice(&json);
@@ -419,18 +419,18 @@ fn read_state(path: &Path) -> Result<SetRecord> {
     let value = map
         .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
         .with_context(|| format!("read {}", path.display()))?
-        .ok_or_else(|| anyhow!("{} is empty", path.display()))?;
+        .with_context(|| format!("{} is empty", path.display()))?;
     if value.len() < 4 {
-        bail!("{}: short value", path.display());
+        bad_state!("{}: short value", path.display());
     }
     let len = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]) as usize;
     let json = value
         .get(4..4 + len)
-        .ok_or_else(|| anyhow!("{}: bad length {len}", path.display()))?;
+        .with_context(|| format!("{}: bad length {len}", path.display()))?;
     let record: SetRecord =
         serde_json::from_slice(json).with_context(|| format!("decode {}", path.display()))?;
     if record.format != FORMAT {
-        bail!(
+        bad_state!(
             "{} was written by another bpfmux (format {}, this one reads {FORMAT})",
             path.display(),
             record.format

@@ -5,7 +5,7 @@
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use crate::xdp::{invalid, Context, Result};
 
 use super::{Built, Engine, Previous};
 use crate::sys::bpf_ops;
@@ -26,7 +26,7 @@ impl Engine for Direct {
 
     fn build(&self, set: &[Resolved], _previous: Option<Previous<'_>>) -> Result<Built> {
         let [res] = set else {
-            anyhow::bail!("the direct engine runs exactly one program");
+            invalid!("the direct engine runs exactly one program");
         };
         let prog = program::load(res, LoadAs::Xdp)?;
         let info = bpf_ops::prog_info(prog.as_fd()).context("program info")?;

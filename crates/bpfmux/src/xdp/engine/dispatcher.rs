@@ -7,7 +7,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use crate::xdp::{invalid, AtStep as _, Context, Error, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::OpenObject;
 
@@ -42,7 +42,7 @@ fn slot_func(i: usize) -> String {
 /// `chain_on.len()` slots are used.
 pub fn load_dispatcher(chain_on: &[ActionSet]) -> Result<OwnedFd> {
     if chain_on.len() > SLOTS {
-        anyhow::bail!("at most {SLOTS} programs per interface");
+        invalid!("at most {SLOTS} programs per interface");
     }
     let mut obj = MaybeUninit::<OpenObject>::uninit();
     let mut open = skel::DispatcherSkelBuilder::default()
@@ -52,7 +52,7 @@ pub fn load_dispatcher(chain_on: &[ActionSet]) -> Result<OwnedFd> {
         .maps
         .rodata_data
         .as_deref_mut()
-        .ok_or_else(|| anyhow!("dispatcher object has no .rodata"))?;
+        .context("dispatcher object has no .rodata")?;
     rodata.cfg.nr_slots = chain_on.len() as u32;
     for (i, set) in chain_on.iter().enumerate() {
         rodata.cfg.chain_on[i] = set.0;
@@ -68,23 +68,35 @@ pub fn load_dispatcher(chain_on: &[ActionSet]) -> Result<OwnedFd> {
 
 /// Explains the one refusal users will meet: kernels (or LSMs) that forbid
 /// trampolines refuse extension programs with EPERM.
-fn explain(e: anyhow::Error, what: &str) -> anyhow::Error {
+fn explain(e: Error, what: &str) -> Error {
     // EPERM only: the verifier's refusals are EACCES, a different story.
-    let eperm = e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.raw_os_error() == Some(libc::EPERM))
-            // libbpf-rs keeps the errno only in its message
-            || (c.downcast_ref::<libbpf_rs::Error>().is_some()
-                && c.to_string().ends_with("(os error 1)"))
-    });
+    let mut chain: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut eperm = false;
+    while let Some(c) = chain {
+        // An `Os` error stands in the chain as itself (a step's source in a box).
+        let ours = c
+            .downcast_ref::<Error>()
+            .or_else(|| c.downcast_ref::<Box<Error>>().map(|b| &**b));
+        let io = c.downcast_ref::<std::io::Error>().or(match ours {
+            Some(Error::Os(io)) => Some(io),
+            _ => None,
+        });
+        if let Some(io) = io {
+            eperm |= io.raw_os_error() == Some(libc::EPERM)
+                // libbpf-rs keeps the errno only in its message
+                || (io.get_ref().is_some_and(|i| i.is::<libbpf_rs::Error>())
+                    && c.to_string().ends_with("(os error 1)"));
+        }
+        chain = c.source();
+    }
     if eperm {
-        e.context(format!(
+        e.at_step(format!(
             "{what}: the kernel refused freplace (EPERM); the dispatcher needs BPF \
              trampolines (refused under some lockdown/LSM policies). A single program \
              attaches without them"
         ))
     } else {
-        e.context(what.to_string())
+        e.at_step(what.to_string())
     }
 }
 
@@ -146,7 +158,7 @@ impl Engine for Dispatcher {
             let link =
                 bpf_ops::link_create_freplace(prog.as_fd(), head.as_fd(), btf_id).map_err(|e| {
                     explain(
-                        anyhow::Error::new(e),
+                        Error::Os(e),
                         &format!("attach {} to dispatcher slot {i}", res.spec.display()),
                     )
                 })?;
@@ -200,5 +212,26 @@ impl Engine for Dispatcher {
             }
         }
         problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eperm_anywhere_in_the_chain_is_explained() {
+        let eperm = || Error::Os(std::io::Error::from_raw_os_error(libc::EPERM));
+        let said = |e: Error| crate::error_text(&explain(e, "program p for slot 0"));
+        assert!(said(eperm()).contains("refused freplace (EPERM)"));
+        let deeper = eperm().at_step("load".into()).at_step("outer".into());
+        assert!(said(deeper).contains("refused freplace (EPERM)"));
+        let boxed = Error::At {
+            step: "outer".into(),
+            source: Box::new(eperm()),
+        };
+        assert!(said(boxed).contains("refused freplace (EPERM)"));
+        let eacces = Error::Os(std::io::Error::from_raw_os_error(libc::EACCES));
+        assert!(said(eacces).starts_with("program p for slot 0: "));
     }
 }

@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use crate::xdp::{AtStep as _, Context, Error, Result};
 
 use super::{Built, Engine, Previous};
 use crate::features::{self, Feature};
@@ -31,7 +31,7 @@ pub const MAX_PROGS: usize = MAX_DEPTH;
 
 /// What the kernel's refusals of an entry mean for the user, where the
 /// errno alone does not say it.
-fn explain_add_error(err: io::Error) -> anyhow::Error {
+fn explain_add_error(err: io::Error) -> Error {
     let why = match err.raw_os_error() {
         Some(libc::ENOSPC) => return crate::xdp::Refusal::NoChainSlot { source: err }.into(),
         Some(libc::EOPNOTSUPP) => {
@@ -39,7 +39,7 @@ fn explain_add_error(err: io::Error) -> anyhow::Error {
         }
         _ => return err.into(),
     };
-    anyhow::Error::new(err).context(why)
+    err.at_step(why.to_string())
 }
 
 /// The entries program i must own to continue on `chain_on` with the next
@@ -191,23 +191,20 @@ mod tests {
 
     #[test]
     fn add_errors_say_what_the_kernel_means() {
-        let full = format!(
-            "{:#}",
-            explain_add_error(io::Error::from_raw_os_error(libc::ENOSPC))
-        );
+        let full = crate::error_text(&explain_add_error(io::Error::from_raw_os_error(
+            libc::ENOSPC,
+        )));
         assert!(
             full.contains("48") && full.contains("none is free"),
             "{full}"
         );
-        let interp = format!(
-            "{:#}",
-            explain_add_error(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
-        );
+        let interp = crate::error_text(&explain_add_error(io::Error::from_raw_os_error(
+            libc::EOPNOTSUPP,
+        )));
         assert!(interp.contains("JIT"), "{interp}");
-        let other = format!(
-            "{:#}",
-            explain_add_error(io::Error::from_raw_os_error(libc::ELOOP))
-        );
+        let other = crate::error_text(&explain_add_error(io::Error::from_raw_os_error(
+            libc::ELOOP,
+        )));
         assert_eq!(other, io::Error::from_raw_os_error(libc::ELOOP).to_string());
     }
 

@@ -10,7 +10,7 @@ pub mod kernel_chain;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use super::{invalid, Result};
 
 use super::program::Resolved;
 use super::state::{ProgRecord, SetRecord};
@@ -87,11 +87,11 @@ pub fn engine(kind: EngineKind) -> Option<Box<dyn Engine>> {
 pub fn choose(choice: EngineChoice, n: usize) -> Result<Box<dyn Engine>> {
     let pick = |kind: EngineKind| -> Result<Box<dyn Engine>> {
         let Some(e) = engine(kind) else {
-            bail!("the {kind} engine is libxdp's, not one bpfmux builds");
+            invalid!("the {kind} engine is libxdp's, not one bpfmux builds");
         };
         match e.unavailable(n) {
             None => Ok(e),
-            Some(why) => bail!("{kind} engine: {why}"),
+            Some(why) => invalid!("{kind} engine: {why}"),
         }
     };
     match choice {
