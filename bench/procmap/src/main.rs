@@ -110,21 +110,27 @@ fn main() -> Result<()> {
 
 /// One case measured: every contender, one build-ID setting.
 pub struct Row {
+    /// The case's name.
     pub case: &'static str,
+    /// Addresses per call.
     pub addrs: usize,
+    /// Whether build IDs were read.
     pub build_ids: bool,
     /// Median ns per call, indexed like [`CONTENDERS`].
     pub ns: Vec<f64>,
     /// Kernel calls of one bpfmux ioctl call, cold and warm.
     pub cold_calls: KernelCalls,
+    /// The same, warm.
     pub warm_calls: KernelCalls,
     /// Distinct VMAs the addresses fall in.
     pub touched: usize,
     /// Addresses blazesym (maps, ioctl) reported as unknown.
     pub blaze_unknown: [usize; 2],
+    /// Addresses bpfmux left unresolved.
     pub ours_unresolved: usize,
 }
 
+/// The normalizers compared, in column order.
 pub const CONTENDERS: [&str; 6] = [
     "bpfmux text cold",
     "bpfmux ioctl cold",

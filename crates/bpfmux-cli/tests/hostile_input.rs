@@ -148,7 +148,7 @@ fn fails(args: &[&str]) -> String {
     let out = bpfmux().args(args).stdin(Stdio::null()).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
-        matches!(out.status.code(), Some(1) | Some(2)),
+        matches!(out.status.code(), Some(1 | 2)),
         "bpfmux {args:?}: {:?}, stderr: {err}",
         out.status
     );

@@ -52,7 +52,7 @@ fn spawn_fresh(cmd: &mut Command) -> Child {
     for _ in 0..200 {
         match cmd.spawn() {
             Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
-                std::thread::sleep(Duration::from_millis(10))
+                std::thread::sleep(Duration::from_millis(10));
             }
             r => return r.unwrap(),
         }

@@ -44,8 +44,6 @@
 //! glob; root on a kernel with fentry or kprobes) and `xdp_chain` (two XDP
 //! programs on one interface; root).
 
-#![warn(missing_docs)]
-
 mod bpf;
 pub mod features;
 pub mod normalize;

@@ -251,9 +251,10 @@ impl Probe {
     /// E2BIG, ESRCH, ...) means the kernel does not support it.
     pub fn from_errno(step: &str, errno: Option<i32>, msg: &dyn fmt::Display) -> Self {
         let status = match errno {
-            Some(libc::EPERM) | Some(libc::EACCES) => Status::NotPermitted,
-            Some(libc::ENOMEM) | Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
-            | Some(libc::EMFILE) => Status::Error,
+            Some(libc::EPERM | libc::EACCES) => Status::NotPermitted,
+            Some(libc::ENOMEM | libc::EINTR | libc::EAGAIN | libc::EBUSY | libc::EMFILE) => {
+                Status::Error
+            }
             Some(_) => Status::No,
             None => Status::Error,
         };

@@ -55,7 +55,7 @@ impl NormalizeError {
     pub(crate) fn from_io(pid: u32, what: &'static str, e: io::Error) -> Self {
         match e.raw_os_error() {
             Some(libc::ENOENT) => Self::NoSuchProcess { pid },
-            Some(libc::EACCES) | Some(libc::EPERM) => Self::PermissionDenied { pid },
+            Some(libc::EACCES | libc::EPERM) => Self::PermissionDenied { pid },
             Some(libc::ESRCH) => Self::NoAddressSpace { pid },
             Some(libc::ENOTTY) => Self::ProcmapQueryUnsupported,
             _ => Self::Io {

@@ -331,7 +331,7 @@ impl BtfObj {
             let t = self.ty(id)?;
             match t.kind() {
                 KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
-                    id = t.size_or_type()
+                    id = t.size_or_type();
                 }
                 _ => return Some(t),
             }

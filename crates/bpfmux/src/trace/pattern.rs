@@ -194,7 +194,7 @@ pub fn glob_match(pat: &[u8], name: &[u8]) -> bool {
 /// `[...]` at the start of `pat`: (does `c` match, length of the class).
 fn class_match(pat: &[u8], c: u8) -> Option<(bool, usize)> {
     let mut i = 1;
-    let negate = matches!(pat.get(i), Some(b'!') | Some(b'^'));
+    let negate = matches!(pat.get(i), Some(b'!' | b'^'));
     if negate {
         i += 1;
     }

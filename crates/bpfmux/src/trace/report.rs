@@ -387,7 +387,7 @@ pub fn totals_table(
                 .hist()
                 .and_then(|h| output::percentile(h, 0.99))
                 .map_or("-".into(), output::fmt_ns);
-            line.push_str(&format!(" {:>9} {:>9} {:>9}", a, p99, m));
+            line.push_str(&format!(" {a:>9} {p99:>9} {m:>9}"));
         }
         out.push(line);
     }
@@ -497,7 +497,7 @@ mod tests {
             LiveTable::new(o, false, Some(5))
                 .with_title("tool: ")
                 .interval(&iv)
-                .unwrap()
+                .unwrap();
         });
         let lines: Vec<_> = live.lines().collect();
         assert_eq!(

@@ -407,7 +407,7 @@ fn unreadable(iface: &str, e: &Error) -> Error {
 
 fn explain_link_create(e: std::io::Error, iface: &str, mode: Mode) -> Error {
     let why = match e.raw_os_error() {
-        Some(libc::EBUSY) | Some(libc::EEXIST) => {
+        Some(libc::EBUSY | libc::EEXIST) => {
             format!("{iface} already has an XDP program attached by something else")
         }
         Some(libc::EOPNOTSUPP) if mode == Mode::Native => {

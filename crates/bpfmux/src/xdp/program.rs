@@ -191,8 +191,8 @@ pub fn resolve(spec: &ProgSpec) -> Result<Resolved> {
         // The dispatcher would have to be loaded with frags support too
         // and every program of the set would have to agree.
         return Err(super::Refusal::Frags {
-            program: name.to_string(),
-            path: path.to_path_buf(),
+            program: name.clone(),
+            path: path.clone(),
         }
         .into());
     }

@@ -492,7 +492,7 @@ pub fn new_engine(kind: EngineKind) -> Box<dyn Engine> {
 fn is_fatal(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::EMFILE) | Some(libc::ENFILE)
+        Some(libc::EPERM | libc::EACCES | libc::EMFILE | libc::ENFILE)
     )
 }
 
