@@ -1,7 +1,8 @@
 # bpfmux trace: exact counts on every engine the kernel has (-c: the command's own calls
 # only, no shell in front), globs of hundreds of
 # functions, per-call events, clear errors, refused functions skipped by name, nothing
-# left attached after an error or a signal, --errors chains with exact calls and errnos,
+# left attached after an error or a signal, --errors chains with exact calls and errnos
+# (NULL-only chains left out unless --null all),
 # --graph call trees with exact counts per node, no program left behind by a traced call
 # that sleeps past the run (trace-sleeper-*),
 # bpfmux inject failing exactly --times calls and refusing functions not on the list.
@@ -22,6 +23,7 @@ if on ours; then
 	run trace-refused-global tc refused global
 	run trace-sigterm-global tc sigterm global 'vfs_*'
 	run trace-errors-global tc errors global
+	run trace-nulls-global tc nulls global
 	run trace-graph-global tc graph global
 	run trace-sleeper-global tc sleeper global
 	# bpfmux inject: fmod_ret.multi through the global trampoline and the plain backend,
@@ -52,6 +54,7 @@ if on ours stock-7.3; then
 	run trace-refused-all-tracing-multi tc refused-all tracing-multi
 	run trace-sigterm-tracing-multi tc sigterm tracing-multi 'vfs_*'
 	run trace-errors-tracing-multi tc errors tracing-multi
+	run trace-nulls-tracing-multi tc nulls tracing-multi
 	run trace-graph-tracing-multi tc graph tracing-multi
 	for e in tracing-multi kprobe-multi fentry-each; do
 		run "trace-sleeper-$e" tc sleeper "$e"
@@ -83,6 +86,10 @@ run trace-sigterm-kprobe-multi tc sigterm kprobe-multi 'vfs_*'
 # --errors: the failing chain of an openat, on every engine with an exit side.
 run trace-errors-kprobe-multi tc errors kprobe-multi
 run trace-errors-fentry-each tc errors fentry-each
+# When a NULL return is an error: a lone NULL left out and counted, all with --null all,
+# a NULL under an outer errno reported.
+run trace-nulls-kprobe-multi tc nulls kprobe-multi
+run trace-nulls-fentry-each tc nulls fentry-each
 # --graph: the call tree of a command with exact counts per node, on the same engines.
 run trace-graph-kprobe-multi tc graph kprobe-multi
 run trace-graph-fentry-each tc graph fentry-each

@@ -15,6 +15,13 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              call -2 ENOENT with nested durations, kernel stack through
                              do_sys_openat2; the summary counts 3 ENOENT in path_openat, nothing
                              lost; the text form says the same; getpgid 1000x makes no chain
+  nulls ENGINE               when a NULL return is an error: 5 getpgid of a pid that cannot
+                             exist (find_task_by_vpid returns NULL, getpgid -ESRCH). Tracing
+                             find_task_by_vpid alone, each NULL is a lone one: no chain, the
+                             summary counts 5 NULL-only chains left out and stderr says how to
+                             see them; with --null all, 5 NULL chains of that one call; with
+                             __x64_sys_getpgid traced too, 5 chains getpgid -3 ESRCH >
+                             find_task_by_vpid NULL, none left out
   graph ENGINE               --graph under -c of 5000 sigaction queries and 1000 getpgid: the
                              tree is exactly __x64_sys_rt_sigaction x5000 > do_sigaction x5000
                              and __x64_sys_getpgid x1000, every node's exclusive time its
@@ -250,6 +257,65 @@ def graph_times_add_up(n):
     inner = sum(c["inclusive_ns"] for c in n["children"])
     return (n["inclusive_ns"] > 0 and n["exclusive_ns"] == n["inclusive_ns"] - inner
             and all(graph_times_add_up(c) for c in n["children"]))
+
+
+NULL_MISSING = 5
+NULL_FUNC = "find_task_by_vpid"
+
+
+def t_nulls(bpfmux, trigger, engine):
+    n = NULL_MISSING
+    trig = f"getpgid-missing {n}"
+
+    def errors_of(objs):
+        return [o for o in objs if o.get("type") == "error"]
+
+    # A lone NULL (find_task_by_vpid is the outermost traced call): left out and counted.
+    objs, s = traced(bpfmux, trigger, engine, ["--errors"], [NULL_FUNC], trig)
+    if not s:
+        return
+    check_engine(bpfmux, engine, s)
+    k = len(errors_of(objs))
+    check(k == 0 and s.get("errors") == [], f"lone NULL: {k} chains, {s.get('errors')} (want none)")
+    check(s.get("null_only_chains_left_out") == n,
+          f"lone NULL: {s.get('null_only_chains_left_out')} NULL-only chains left out (want {n})")
+    f = calls(s, NULL_FUNC)
+    check(f.get("calls", 0) >= n, f"lone NULL: {f.get('calls')} calls of {NULL_FUNC} (want >= {n})")
+    check(f"left out {n} error chains that only ended in NULL" in last_stderr
+          and "(--null all shows them)" in last_stderr,
+          "lone NULL: stderr says how many were left out and how to see them")
+    # --null all: every one of them is a chain.
+    objs, s = traced(bpfmux, trigger, engine, ["--errors", "--null", "all"], [NULL_FUNC], trig)
+    if not s:
+        return
+    chains = errors_of(objs)
+    check(len(chains) == n, f"--null all: {len(chains)} chains (want {n})")
+    for i, c in enumerate(chains):
+        got = ([(k.get("function"), k.get("ret"), k.get("error")) for k in c.get("calls", [])],
+               c.get("error"), "errno" in c)
+        check(got == ([(NULL_FUNC, 0, "NULL")], "NULL", False),
+              f"--null all: chain {i}: {got} (want one call of {NULL_FUNC} returning NULL)")
+    want = [{"count": n, "error": "NULL", "functions": [{"count": n, "function": NULL_FUNC}]}]
+    check(s.get("errors") == want, f"--null all: summary errors {s.get('errors')} (want {want})")
+    check(s.get("null_only_chains_left_out") == 0,
+          f"--null all: {s.get('null_only_chains_left_out')} left out (want 0)")
+    # A NULL under a traced caller that failed with an errno: reported by default.
+    outer = ["__x64_sys_getpgid", NULL_FUNC]
+    objs, s = traced(bpfmux, trigger, engine, ["--errors"], outer, trig)
+    if not s:
+        return
+    chains = errors_of(objs)
+    check(len(chains) == n, f"under ESRCH: {len(chains)} chains (want {n})")
+    for i, c in enumerate(chains):
+        rets = [(k.get("function"), k.get("ret"), k.get("error")) for k in c.get("calls", [])]
+        want_rets = [("__x64_sys_getpgid", -3, "ESRCH"), (NULL_FUNC, 0, "NULL")]
+        check(rets == want_rets and (c.get("error"), c.get("function")) == ("NULL", NULL_FUNC),
+              f"under ESRCH: chain {i}: {rets}, {c.get('error')} in {c.get('function')} "
+              f"(want {want_rets}, NULL in {NULL_FUNC})")
+    check(s.get("null_only_chains_left_out") == 0,
+          f"under ESRCH: {s.get('null_only_chains_left_out')} left out (want 0)")
+    lost = s.get("lost", {})
+    check(set(lost.values()) == {0}, f"under ESRCH: nothing lost ({lost})")
 
 
 def t_graph(bpfmux, trigger, engine):
@@ -743,7 +809,7 @@ def main():
     links_tool = os.path.join(os.path.dirname(trigger), "trace-links")
     check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,
-     "not-found": t_not_found, "errors": t_errors, "graph": t_graph, "inject": t_inject,
+     "not-found": t_not_found, "errors": t_errors, "nulls": t_nulls, "graph": t_graph, "inject": t_inject,
      "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,

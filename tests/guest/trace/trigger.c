@@ -10,7 +10,9 @@
  * started in front of the command shows in the count; openat-missing: openat(AT_FDCWD,
  * MISSING, O_RDONLY) of a path that does not exist (__x64_sys_openat fails with -ENOENT);
  * getpgid-errors: getpgid(0) like getpgid, then prints "failed K errno E" (K calls failed,
- * E the errno of the last failure, 0 if none) for the error-injection checks.
+ * E the errno of the last failure, 0 if none) for the error-injection checks;
+ * getpgid-missing: getpgid(MISSING_PID) of a process that cannot exist (__x64_sys_getpgid
+ * fails with -ESRCH because find_task_by_vpid returns NULL).
  * Nothing else in this program, its dynamic loader or libc's startup makes those system
  * calls, or an openat that fails.
  */
@@ -24,6 +26,8 @@
 #include <sys/syscall.h>
 
 #define MISSING "/nonexistent-bpfmux-trigger/file"
+/* Above PID_MAX_LIMIT (4M): no process has it, whatever pid_max says. */
+#define MISSING_PID 0x7fffffff
 
 int main(int argc, char **argv)
 {
@@ -54,6 +58,14 @@ int main(int argc, char **argv)
 					return 1;
 				}
 			}
+		} else if (!strcmp(argv[i], "getpgid-missing")) {
+			for (long k = 0; k < n; k++) {
+				if (syscall(SYS_getpgid, MISSING_PID) >= 0 || errno != ESRCH) {
+					fprintf(stderr, "trigger: getpgid(%d) did not fail with ESRCH\n",
+						MISSING_PID);
+					return 1;
+				}
+			}
 		} else if (!strcmp(argv[i], "sigaction")) {
 			struct sigaction old;
 
@@ -65,8 +77,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (argc < 3 || argc % 2 == 0) {
-		fprintf(stderr, "usage: trigger getpgid|getpgid-errors|getpriority|sigaction|"
-			"openat-missing N ...\n");
+		fprintf(stderr, "usage: trigger getpgid|getpgid-errors|getpgid-missing|getpriority|"
+			"sigaction|openat-missing N ...\n");
 		return 2;
 	}
 	return 0;

@@ -37,6 +37,14 @@ returning -errno (functions returning a signed integer) or NULL / ERR_PTR
 and the kernel and user stacks at the failing return; sent when the outermost
 traced call returns. The summary counts the chains per error.
 
+A NULL return is often a normal answer (nothing queued, no such entry), and BTF
+says only that a function returns a pointer, not what its NULL means. So by
+default (--null explained) a chain that ends in NULL is printed only when a
+traced caller above it in the chain returned an errno: the NULL explains a
+failure that was reported. Chains that end in NULL with no such caller are left
+out and counted at the end; --null all prints them too. Chains ending in an
+errno are always printed.
+
 --graph counts, on the same call stacks, each call under its path of traced
 callers and prints the tree at the end: a node per function under one chain of
 callers, its calls folded (vfs_read ×5000), inclusive time and exclusive time
@@ -66,6 +74,7 @@ Examples:
   bpfmux trace --errors -c 'cat /nonexistent' __x64_sys_openat do_sys_openat2 path_openat
                                              the chain of calls that failed, with -ENOENT
   bpfmux trace --errors 'ext4_*' --comm tar  every failing chain of ext4 calls tar makes
+  bpfmux trace --errors --null all -d 5 '*'  every failing chain, NULL-only ones too
   bpfmux trace --graph -c 'ls /' 'vfs_*' '__x64_sys_*' 'ext4_*'
                                              the call tree of those functions for one command
   bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)
@@ -104,6 +113,10 @@ pub struct Args {
     /// and stacks; the summary counts them per error.
     #[arg(short = 'E', long)]
     errors: bool,
+    /// With --errors, which NULL returns make a chain: `explained` (only a
+    /// NULL under a traced caller that returned an errno) or `all`.
+    #[arg(long, value_name = "WHICH", value_enum, default_value_t = Nulls::Explained, requires = "errors")]
+    null: Nulls,
     /// Print the call tree of the traced functions at the end: calls,
     /// inclusive and exclusive time per node, repeats folded (best with -c).
     #[arg(short = 'G', long)]
@@ -120,6 +133,24 @@ pub struct Args {
     /// Say which functions were dropped and why (-vv: list every one).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+}
+
+/// `--null`: which NULL returns make an error chain.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Nulls {
+    /// Only a NULL under a traced caller that returned an errno.
+    Explained,
+    /// Every NULL return.
+    All,
+}
+
+impl From<Nulls> for trace::errors::NullReturns {
+    fn from(n: Nulls) -> Self {
+        match n {
+            Nulls::Explained => Self::Explained,
+            Nulls::All => Self::All,
+        }
+    }
 }
 
 /// Which calls and for how long: the options `bpfmux trace` and `bpfmux
@@ -158,6 +189,7 @@ fn hints(h: Hint) -> Option<&'static str> {
         Hint::DropReasons => "-v: why",
         Hint::ListAll => "-vv lists all",
         Hint::Stop => "Ctrl-C to stop",
+        Hint::AllNulls => "--null all shows them",
     })
 }
 
@@ -237,6 +269,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         kstack: args.stacks,
         ustack: args.stacks,
         errors: args.errors,
+        null_returns: args.null.into(),
         graph: args.graph,
         inject: None,
         filters: Filters::default(),
@@ -538,6 +571,7 @@ mod tests {
             events: 0,
             injected: None,
             errors: None,
+            null_only_chains_left_out: None,
             graph: None,
             lost: Lost::default(),
             functions: vec![],
@@ -560,5 +594,45 @@ mod tests {
                  skipped by the kernel's recursion guard"
             )
         );
+        // --errors: NULL-only chains left out, and the option that shows them.
+        s.null_only_chains_left_out = Some(1756);
+        assert_eq!(
+            said("bpfmux trace", 0, |n| n.summary(&s).unwrap())
+                .lines()
+                .nth(2),
+            Some(
+                "bpfmux trace: left out 1756 error chains that only ended in NULL (no traced \
+                 caller failed with an errno) (--null all shows them)"
+            )
+        );
+    }
+
+    #[test]
+    fn null_takes_explained_or_all_and_needs_errors() {
+        use bpfmux::trace::errors::NullReturns;
+        use clap::Parser;
+
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            trace: super::Args,
+        }
+        let parse = |a: &[&str]| Cli::try_parse_from([&["bpfmux"], a].concat()).map(|c| c.trace);
+        let nulls = |a: &[&str]| parse(a).map(|t| NullReturns::from(t.null));
+        assert_eq!(nulls(&["--errors", "f"]).ok(), Some(NullReturns::Explained));
+        assert_eq!(
+            nulls(&["--errors", "--null", "all", "f"]).ok(),
+            Some(NullReturns::All)
+        );
+        assert_eq!(
+            nulls(&["--errors", "--null=explained", "f"]).ok(),
+            Some(NullReturns::Explained)
+        );
+        assert!(parse(&["--errors", "--null", "some", "f"]).is_err());
+        assert!(
+            parse(&["--null", "all", "f"]).is_err(),
+            "--null needs --errors"
+        );
+        assert!(parse(&["f"]).is_ok());
     }
 }

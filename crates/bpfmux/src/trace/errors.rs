@@ -19,6 +19,34 @@
 //! replaces it. Calls nested deeper than the stack (32) are not kept: the
 //! chain says how many were left out ([`ErrorChain::overflow`]), the
 //! summary counts them in `lost.nesting`.
+//!
+//! # When a NULL return is an error
+//!
+//! BTF says a function returns a pointer; it does not say what its NULL
+//! means. For many functions NULL is an ordinary answer ("no such entry",
+//! "nothing queued", "no driver": `cpuidle_get_cpu_driver`, `next_zone`,
+//! `rcu_cblist_dequeue`, ...), and on a whole-kernel run such returns are
+//! most of the chains. Whether a caller treats a NULL as a failure (checks
+//! it with `IS_ERR_OR_NULL`, turns it into `-ENOMEM`) is in the caller's
+//! code, which neither BTF nor the symbol tables describe, and no list of
+//! "NULL means failure" functions can be derived from them. What can be
+//! seen is whether a traced caller went on to fail.
+//!
+//! So, by default ([`NullReturns::Explained`]), a chain whose failing call
+//! returned NULL is reported only when a call above it in the same chain
+//! (a traced caller, whose exit was seen) returned an errno, `-errno` or
+//! `ERR_PTR(-errno)`: the NULL then explains a failure someone reported.
+//! A chain that ends in NULL with no such caller (a *NULL-only* chain) is
+//! left out and counted ([`ErrorTally::null_only_left_out`]). Chains that
+//! end in an errno are always reported. [`NullReturns::All`] reports every
+//! NULL return, as before this rule.
+//!
+//! The rule is applied here, when a record becomes a chain, not in the BPF
+//! program: the program cannot know at a NULL return whether an outer call
+//! will fail, so it must take the stacks then either way, and the record
+//! has every return value the rule needs. The cost of that choice: NULL-only
+//! chains still take room in the ring buffer (`lost.chains` counts what did
+//! not fit), but they are dropped before their stacks are symbolized.
 
 use std::collections::BTreeMap;
 
@@ -100,6 +128,45 @@ impl RetClass {
             _ => None,
         }
     }
+}
+
+/// Which NULL returns make an error chain ([`super::TraceOptions::null_returns`];
+/// the rule is in the [module documentation](self)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NullReturns {
+    /// A NULL counts only when a traced caller in the same chain returned
+    /// an errno (`-errno` or `ERR_PTR(-errno)`); NULL-only chains are left
+    /// out and counted.
+    #[default]
+    Explained,
+    /// Every NULL return of a function that returns a pointer.
+    All,
+}
+
+impl NullReturns {
+    /// Whether the chain in `r` is reported; `class` gives the return class
+    /// of a function by its index in the selection.
+    pub(crate) fn keeps(self, r: &ChainRecord, class: impl Fn(usize) -> Option<RetClass>) -> bool {
+        self == NullReturns::All || !null_only(r, class)
+    }
+}
+
+/// The chain's failing call returned NULL and no call above it returned an
+/// errno (its exit seen).
+pub(crate) fn null_only(r: &ChainRecord, class: impl Fn(usize) -> Option<RetClass>) -> bool {
+    let failure = |fr: &RawFrame| {
+        fr.done
+            .then(|| class(fr.func))
+            .flatten()
+            .and_then(|c| c.failure(fr.ret))
+    };
+    let Some(failing) = r.frames.get(r.failed) else {
+        return false;
+    };
+    failure(failing) == Some(Failure::Null)
+        && !r.frames[..r.failed]
+            .iter()
+            .any(|fr| matches!(failure(fr), Some(Failure::Errno(_))))
 }
 
 /// A return value: signed for integers and `ERR_PTR`s, unsigned otherwise
@@ -347,9 +414,29 @@ fn stack_addrs(obj: &TraceObject, id: u32) -> Vec<u64> {
 #[derive(Clone, Debug, Default)]
 pub struct ErrorTally {
     by_failure: BTreeMap<Failure, BTreeMap<String, u64>>,
+    null_only: u64,
 }
 
 impl ErrorTally {
+    /// Whether the chain in `r` is to be reported under `nulls`; one that is
+    /// not (a NULL-only chain) is counted here. `class` gives the return
+    /// class of a function by its index in the selection.
+    pub(crate) fn admit(
+        &mut self,
+        nulls: NullReturns,
+        r: &ChainRecord,
+        class: impl Fn(usize) -> Option<RetClass>,
+    ) -> bool {
+        let keep = nulls.keeps(r, class);
+        self.null_only += u64::from(!keep);
+        keep
+    }
+
+    /// NULL-only chains left out under [`NullReturns::Explained`].
+    pub fn null_only_left_out(&self) -> u64 {
+        self.null_only
+    }
+
     /// Counts one chain by its failing call.
     pub fn add(&mut self, c: &ErrorChain) {
         let failure = match c.errno {
@@ -682,6 +769,88 @@ mod tests {
         assert!(ChainRecord::parse(&record_bytes(0, 0)).is_none());
         assert!(ChainRecord::parse(&record_bytes(2, 2)).is_none());
         assert!(ChainRecord::parse(&record_bytes(33, 0)).is_none());
+    }
+
+    /// Functions 0..=2 return `long`, 3..=5 a pointer.
+    fn class(i: usize) -> Option<RetClass> {
+        match i {
+            0..=2 => Some(RetClass::Long),
+            3..=5 => Some(RetClass::Ptr),
+            _ => None,
+        }
+    }
+
+    /// A record of calls `(function, ret)`, outermost first, the last one
+    /// failing; every exit seen.
+    fn record(calls: &[(usize, i64)]) -> ChainRecord {
+        ChainRecord {
+            ts_ns: 1,
+            tgid: 2,
+            tid: 2,
+            failed: calls.len() - 1,
+            overflow: 0,
+            kstack: None,
+            ustack: None,
+            comm: "t".into(),
+            frames: calls
+                .iter()
+                .map(|&(func, ret)| RawFrame {
+                    func,
+                    done: true,
+                    ret: ret as u64,
+                    duration_ns: 10,
+                })
+                .collect(),
+        }
+    }
+
+    /// What each rule lets through, in order, and how many it left out.
+    fn sieve(nulls: NullReturns, records: &[ChainRecord]) -> (Vec<usize>, u64) {
+        let mut t = ErrorTally::default();
+        let kept = records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| t.admit(nulls, r, class))
+            .map(|(i, _)| i)
+            .collect();
+        (kept, t.null_only_left_out())
+    }
+
+    #[test]
+    fn null_counts_only_under_a_caller_that_failed_with_an_errno() {
+        let records = [
+            // 0: a lone NULL, the outermost traced call.
+            record(&[(3, 0)]),
+            // 1: a NULL under an outer errno (getpgid: -ESRCH, the task lookup NULL).
+            record(&[(0, -3), (4, 0)]),
+            // 2: a NULL under a caller that succeeded: a normal answer.
+            record(&[(0, 0), (3, 0)]),
+            // 3: a NULL passed on as NULL: still nobody failed with an errno.
+            record(&[(4, 0), (3, 0)]),
+            // 4: an errno: always.
+            record(&[(0, -2), (1, -2)]),
+            // 5: an ERR_PTR above the NULL counts as an errno.
+            record(&[(4, -12), (5, 0)]),
+            // 6: an errno in the middle, swallowed by the outermost call.
+            record(&[(0, 0), (1, -2), (3, 0)]),
+        ];
+        let (kept, left_out) = sieve(NullReturns::Explained, &records);
+        assert_eq!((kept, left_out), (vec![1, 4, 5, 6], 3));
+        let (kept, left_out) = sieve(NullReturns::All, &records);
+        assert_eq!((kept, left_out), ((0..records.len()).collect(), 0));
+        assert_eq!(NullReturns::default(), NullReturns::Explained);
+    }
+
+    #[test]
+    fn a_caller_whose_exit_was_not_seen_explains_nothing() {
+        let mut r = record(&[(0, -3), (3, 0)]);
+        r.frames[0].done = false;
+        assert!(null_only(&r, class));
+        assert!(!NullReturns::Explained.keeps(&r, class));
+        // A function outside the set (no class) neither fails nor explains.
+        let r = record(&[(9, -3), (3, 0)]);
+        assert!(null_only(&r, class));
+        assert!(!null_only(&record(&[(9, 0)]), class));
     }
 
     fn chain(function: &str, errno: Option<i32>) -> ErrorChain {

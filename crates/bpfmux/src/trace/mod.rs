@@ -193,6 +193,9 @@ pub struct TraceOptions {
     /// Report every chain of traced calls that ends in an error (see
     /// [`errors`]).
     pub errors: bool,
+    /// With `errors`: which NULL returns make a chain (default: only those
+    /// under a traced caller that returned an errno; see [`errors`]).
+    pub null_returns: errors::NullReturns,
     /// Count calls and their time per path of traced callers: the call
     /// graph (see [`graph`]), in the summary.
     pub graph: bool,

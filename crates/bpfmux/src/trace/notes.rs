@@ -52,6 +52,9 @@ pub enum Hint {
     ListAll,
     /// After the attach line: how to stop the run.
     Stop,
+    /// After the count of error chains left out because they only ended in
+    /// NULL ([`super::errors::NullReturns::Explained`]): how to see them.
+    AllNulls,
 }
 
 /// The caller's words for each [`Hint`]; `None` leaves the place empty.
@@ -132,8 +135,9 @@ impl Notes {
         self.write(lines)
     }
 
-    /// The run is over: attach and detach times, and what could not be
-    /// recorded (said also when nothing was lost).
+    /// The run is over: attach and detach times, what could not be
+    /// recorded (said also when nothing was lost), and how many error
+    /// chains were left out as NULL-only (when any were).
     pub fn summary(&mut self, s: &Summary) -> io::Result<()> {
         let p = &self.prefix;
         let mut lines = vec![format!(
@@ -151,6 +155,14 @@ impl Notes {
         } else {
             format!("{p}nothing lost (ring buffers, stacks, nesting, recursion guard)")
         });
+        if let Some(n) = s.null_only_chains_left_out.filter(|&n| n > 0) {
+            lines.push(format!(
+                "{p}left out {n} error chain{} that only ended in NULL (no traced caller \
+                 failed with an errno){}",
+                if n == 1 { "" } else { "s" },
+                self.hint_suffix(Hint::AllNulls)
+            ));
+        }
         self.write(lines)
     }
 

@@ -444,6 +444,7 @@ mod tests {
             events: 0,
             injected: None,
             errors: None,
+            null_only_chains_left_out: None,
             graph: None,
             lost: Lost::default(),
             functions: vec![FunctionTotals::new("vfs_read", &s, Some(&h))],
@@ -728,6 +729,74 @@ mod tests {
         );
     }
 
+    #[test]
+    fn summary_counts_null_only_chains_left_out() {
+        use crate::trace::errors::{ChainRecord, ErrorTally, NullReturns, RawFrame, RetClass};
+        // Function 0 returns long, 1 a pointer: a lone NULL of 1 twice, a
+        // NULL of 1 under -ESRCH of 0 once.
+        let class = |i: usize| [RetClass::Long, RetClass::Ptr].get(i).copied();
+        let frame = |func, ret: i64| RawFrame {
+            func,
+            done: true,
+            ret: ret as u64,
+            duration_ns: 1,
+        };
+        let record = |frames: Vec<RawFrame>| ChainRecord {
+            ts_ns: 0,
+            tgid: 1,
+            tid: 1,
+            failed: frames.len() - 1,
+            overflow: 0,
+            kstack: None,
+            ustack: None,
+            comm: "t".into(),
+            frames,
+        };
+        let records = [
+            record(vec![frame(1, 0)]),
+            record(vec![frame(0, -3), frame(1, 0)]),
+            record(vec![frame(1, 0)]),
+        ];
+        let mut tally = ErrorTally::default();
+        let kept = records
+            .iter()
+            .filter(|r| tally.admit(NullReturns::Explained, r, class))
+            .count();
+        assert_eq!((kept, tally.null_only_left_out()), (1, 2));
+        let mut s = summary();
+        s.errors = Some(tally.totals());
+        s.null_only_chains_left_out = Some(tally.null_only_left_out());
+        let hints: crate::trace::Hints = |h| (h == Hint::AllNulls).then_some("show them");
+        let said = Said::default();
+        let mut out = Vec::new();
+        JsonLines::new(&mut out, false)
+            .with_notes(Notes::new(said.clone(), "t: ", Detail::Brief).with_hints(hints))
+            .summary(&s)
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["null_only_chains_left_out"], 2);
+        assert_eq!(
+            said.text().lines().nth(2),
+            Some(
+                "t: left out 2 error chains that only ended in NULL (no traced caller failed \
+                 with an errno) (show them)"
+            )
+        );
+        // None left out: nothing said; without error chains, no field.
+        s.null_only_chains_left_out = Some(0);
+        let said = Said::default();
+        PlainText::new(Vec::new(), false, None, false)
+            .with_notes(Notes::new(said.clone(), "t: ", Detail::Brief))
+            .summary(&s)
+            .unwrap();
+        assert_eq!(said.text().lines().count(), 2, "{}", said.text());
+        s.null_only_chains_left_out = None;
+        let mut out = Vec::new();
+        JsonLines::new(&mut out, false).summary(&s).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert!(v.get("null_only_chains_left_out").is_none(), "{v}");
+    }
+
     /// A writer whose text the test reads after the report wrote it.
     #[derive(Clone, Default)]
     struct Said(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
@@ -769,7 +838,7 @@ mod tests {
         let hints: crate::trace::Hints = |h| match h {
             Hint::DropReasons => Some("say more"),
             Hint::ListAll => Some("list all"),
-            Hint::Stop => None,
+            Hint::Stop | Hint::AllNulls => None,
         };
         let said = Said::default();
         Notes::new(said.clone(), "t: ", Detail::Brief)

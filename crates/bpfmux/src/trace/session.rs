@@ -14,7 +14,7 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use super::errors::{ChainRecord, ErrorTally, Resolver};
+use super::errors::{ChainRecord, ErrorTally, Resolver, RetClass};
 use super::events::{self, Event, FuncStats};
 use super::graph;
 use super::output;
@@ -103,6 +103,8 @@ impl Session {
         )?;
         let mut resolver = Resolver::default();
         let tally = &mut self.errors;
+        let nulls = t.opts.null_returns;
+        let class = |i: usize| funcs.get(i).map(|f| RetClass::of(f.proto.ret));
         let mut deliver = |report: &mut dyn Report| -> std::io::Result<()> {
             for e in pending.borrow_mut().drain(..) {
                 if let Some(f) = funcs.get(e.func) {
@@ -111,6 +113,11 @@ impl Session {
                 }
             }
             for c in pending_chains.borrow_mut().drain(..) {
+                // NULL-only chains are counted and left out before their
+                // stacks are symbolized.
+                if !tally.admit(nulls, &c, class) {
+                    continue;
+                }
                 if let Some(chain) = resolver.resolve(&c, funcs, t.object()) {
                     chains += 1;
                     tally.add(&chain);
@@ -236,6 +243,7 @@ impl Session {
             elapsed_s: window.elapsed.as_secs_f64(),
             events: window.events,
             errors: t.opts.errors.then(|| self.errors.totals()),
+            null_only_chains_left_out: t.opts.errors.then(|| self.errors.null_only_left_out()),
             graph: if t.opts.graph {
                 Some(graph::build(
                     &graph::read_paths(t.object())?,

@@ -63,6 +63,11 @@ pub struct Summary {
     /// Error chains reported per error, with `--errors`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub errors: Option<Vec<ErrorTotals>>,
+    /// With `--errors`: chains that ended in NULL with no traced caller
+    /// failing with an errno, left out (see [`super::errors::NullReturns`];
+    /// always 0 under [`super::errors::NullReturns::All`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub null_only_chains_left_out: Option<u64>,
     /// What could not be recorded.
     pub lost: Lost,
     /// Functions called at least once, busiest first.
