@@ -37,6 +37,16 @@
  *                           once and gives the sites back later, after which a
  *                           per-function fentry attaches and counts exactly; all: the
  *                           first link is on every safe function
+ *   gtramp counter-fault N
+ *                           the allocation of in-flight counters fails (failslab below
+ *                           counter_chunk_alloc): an fexit.multi attach is refused with
+ *                           ENOMEM and leaves nothing; a detach shares one counter, the
+ *                           kernel says so; links come and go on those functions while a
+ *                           thread sleeps in one and two more enter and leave it: the
+ *                           sleeper returns, the link left counts exactly
+ *   gtramp alias N          two BTF ids of one function (__x64_sys_munlockall and its
+ *                           alias) in one global link: EBUSY (the program would run twice
+ *                           per call); each alone counts each of N calls once
  *   gtramp stress SECS [per-function] [all-cpus]
  *                           attach/detach in a loop while two workers call the functions;
  *                           per-function: upstream's backend, for comparison. Everything
@@ -56,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/klog.h>
 #include <sys/mman.h>
@@ -1509,6 +1520,320 @@ out:
 	btf__free(btf);
 }
 
+/*
+ * Address of kallsyms text symbol @name and of the next symbol after it: the range a
+ * failslab stack filter needs. 0 when absent (e.g. inlined).
+ */
+static unsigned long ksym_range(const char *name, unsigned long *end)
+{
+	unsigned long addr = 0, a, next = ~0UL;
+	char line[512], sym[256], type;
+	FILE *f = fopen("/proc/kallsyms", "r");
+
+	if (!f)
+		return 0;
+	while (!addr && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %c %255s", &a, &type, sym) == 3 && !strcmp(sym, name))
+			addr = a;
+	rewind(f);
+	while (addr && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %c %255s", &a, &type, sym) == 3 && a > addr && a < next)
+			next = a;
+	fclose(f);
+	*end = next;
+	return addr;
+}
+
+/* Functions that never return, which the verifier refuses for fexit (noreturn_deny). */
+static void drop_noreturn(struct func_set *set)
+{
+	static const char *const noreturn[] = {
+		"__x64_sys_exit", "__x64_sys_exit_group", "__ia32_sys_exit",
+		"__ia32_sys_exit_group", "__module_put_and_kthread_exit", "do_exit",
+		"do_group_exit", "kthread_complete_and_exit", "make_task_dead",
+		"__kunit_abort", "kunit_try_catch_throw",
+	};
+	size_t i, j, k = 0;
+
+	for (i = 0; i < set->cnt; i++) {
+		for (j = 0; j < sizeof(noreturn) / sizeof(noreturn[0]); j++)
+			if (!strcmp(set->names[i], noreturn[j]))
+				break;
+		if (j < sizeof(noreturn) / sizeof(noreturn[0])) {
+			free(set->names[i]);
+			continue;
+		}
+		set->ids[k] = set->ids[i];
+		set->names[k++] = set->names[i];
+	}
+	set->cnt = k;
+}
+
+/* failslab fails only allocations made below [start, end) (0 and ~0: no filter). */
+static int failslab_below(unsigned long start, unsigned long end)
+{
+	char v[32];
+	int err;
+
+	snprintf(v, sizeof(v), "%lu", start);
+	err = write_str("/sys/kernel/debug/failslab/require-start", v);
+	snprintf(v, sizeof(v), "%lu", end);
+	return err | write_str("/sys/kernel/debug/failslab/require-end", v);
+}
+
+/* A child process that calls clock_nanosleep for @ms at a time, @count times (0: forever). */
+static pid_t nanosleeper(long ms, long count)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+	pid_t pid = fork();
+
+	if (!pid) {
+		for (long i = 0; !count || i < count; i++)
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+		_exit(0);
+	}
+	return pid;
+}
+
+/*
+ * The in-flight counters of metadata whose programs call the function (fexit here)
+ * come in chunks. gtramp counter-fault N: with the allocation of a chunk failing
+ * (failslab below counter_chunk_alloc), an attach that needs a counter fails with
+ * ENOMEM and leaves nothing behind; a detach cannot fail and shares one counter among
+ * the metadata it makes. Then links come and go on those functions while a thread
+ * sleeps in one of them and others enter and leave them on both CPUs: the sleeper
+ * returns normally and the link left in place counts exactly (under KASAN: no report).
+ */
+static void test_counter_fault(long n)
+{
+	static const char *const every[] = { "*", NULL };
+	static const char *const must[] = { "__x64_sys_getpgid", "__x64_sys_clock_nanosleep",
+					    NULL };
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid"), start, end = 0;
+	struct bpf_object *xobj = NULL, *fobj = NULL, *cobj = NULL;
+	struct bpf_program *xprog, *fprog, *cprog;
+	struct bpf_link *x, *f, *c;
+	struct func_set set = {};
+	pid_t sleeper, workers[2];
+	int err, on, off, status;
+	long refused = 0, rounds = 0;
+	struct btf *btf;
+
+	btf = btf__load_vmlinux_btf();
+	start = ksym_range("counter_chunk_alloc", &end);
+	check(btf && pgid && start, "vmlinux BTF, getpgid and counter_chunk_alloc (%#lx-%#lx)",
+	      start, end);
+	if (!btf || !pgid || !start)
+		goto out;
+	/* More functions than a chunk holds: some counter needs a new chunk. */
+	err = func_set_collect(&set, btf, every, must, 3100);
+	drop_noreturn(&set);
+	check(!err && set.cnt >= 3000, "found %zu functions fexit may trace", set.cnt);
+	xobj = counter_load(gexit_path, "fexit_multi", getpid(), &xprog);
+	fobj = counter_load(obj_path, "fentry_multi", getpid(), &fprog);
+	cobj = counter_load(gexit_path, "fexit_multi", getpid(), &cprog);
+	check(xobj && fobj && cobj, "programs load");
+	if (err || set.cnt < 3000 || !xobj || !fobj || !cobj)
+		goto out;
+	check(!failslab_arm() && !failslab_below(start, end),
+	      "failslab set up for this thread, below counter_chunk_alloc");
+
+	/* 1. An attach gets no counter: refused as a whole. */
+	on = failslab_on(1);
+	x = attach_global(xprog, set.ids, NULL, set.cnt);
+	err = x ? 0 : errno;
+	off = failslab_on(0);
+	check(!on && !off, "failslab on for the attach, then off");
+	check(!x && err == ENOMEM, "fexit.multi on %zu functions without counters: %s (want ENOMEM)",
+	      set.cnt, x ? "attached" : strerror(err));
+	bpf_link__destroy(x);
+	call_getpgid(n);
+	check(counter_hits(xobj, pgid) == 0, "nothing left behind: fexit ran %llu times",
+	      (unsigned long long)counter_hits(xobj, pgid));
+
+	/* 2. The same attach with memory: then a detach that gets no counter. */
+	x = attach_global(xprog, set.ids, NULL, set.cnt);
+	f = attach_global(fprog, set.ids, NULL, set.cnt);
+	check(x && f, "fexit.multi and fentry.multi on %zu functions (%s)", set.cnt,
+	      x && f ? "ok" : strerror(errno));
+	if (!x || !f)
+		goto out_links;
+	on = failslab_on(1);
+	bpf_link__destroy(f);
+	f = NULL;
+	off = failslab_on(0);
+	check(!on && !off, "failslab on for the detach, then off");
+	check(klog_has("sharing one in-flight counter"), "the kernel log says counters are shared");
+
+	/*
+	 * 3. A thread asleep in clock_nanosleep; two more enter and leave it on both CPUs
+	 * while a third link comes (with memory) and goes (without) on every function.
+	 */
+	sleeper = nanosleeper(3000, 1);
+	workers[0] = nanosleeper(1, 0);
+	workers[1] = nanosleeper(1, 0);
+	usleep(200000);
+	for (double t0 = now(); now() - t0 < 6 || rounds < 4; rounds++) {
+		c = attach_global(cprog, set.ids, NULL, set.cnt);
+		if (!c) {
+			refused++;
+			continue;
+		}
+		call_getpgid(10);
+		on = failslab_on(1);
+		bpf_link__destroy(c);
+		off = failslab_on(0);
+		if (on || off)
+			break;
+	}
+	check(refused == 0, "a third link came and went %ld times (%ld refused)", rounds, refused);
+	waitpid(sleeper, &status, 0);
+	check(WIFEXITED(status) && !WEXITSTATUS(status), "the sleeper returned normally");
+	kill(workers[0], SIGKILL);
+	kill(workers[1], SIGKILL);
+	waitpid(workers[0], NULL, 0);
+	waitpid(workers[1], NULL, 0);
+	{
+		__u64 before = counter_hits(xobj, pgid);
+
+		call_getpgid(n);
+		check(counter_hits(xobj, pgid) - before == (__u64)n,
+		      "the fexit.multi link left counts %llu of %ld",
+		      (unsigned long long)(counter_hits(xobj, pgid) - before), n);
+	}
+out_links:
+	bpf_link__destroy(f);
+	bpf_link__destroy(x);
+	check(!failslab_below(0, ~0UL) && !failslab_disarm(), "failslab off");
+out:
+	bpf_object__close(xobj);
+	bpf_object__close(fobj);
+	bpf_object__close(cobj);
+	func_set_free(&set);
+	btf__free(btf);
+}
+
+struct ksym {
+	unsigned long addr;
+	char name[128];
+};
+
+static int ksym_cmp(const void *a, const void *b)
+{
+	const struct ksym *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/*
+ * Two text symbols at one address that are both FUNCs in vmlinux BTF: @want and
+ * another (returns 2), else the first such pair (returns 1).
+ */
+static int alias_pair(const struct btf *btf, const char *want, struct ksym *out)
+{
+	size_t n = 0, cap = 1 << 16, i, j;
+	struct ksym *syms = malloc(cap * sizeof(*syms));
+	char line[512], type;
+	FILE *f = fopen("/proc/kallsyms", "r");
+	int found = 0;
+
+	while (f && syms && fgets(line, sizeof(line), f)) {
+		if (n == cap && !(syms = realloc(syms, (cap *= 2) * sizeof(*syms))))
+			break;
+		if (sscanf(line, "%lx %c %127s", &syms[n].addr, &type, syms[n].name) == 3 &&
+		    (type == 't' || type == 'T') && !strchr(line, '[') &&
+		    func_id(btf, syms[n].name) > 0)
+			n++;
+	}
+	if (f)
+		fclose(f);
+	if (!syms)
+		return 0;
+	qsort(syms, n, sizeof(*syms), ksym_cmp);
+	for (i = 0; i + 1 < n; i = j) {
+		for (j = i + 1; j < n && syms[j].addr == syms[i].addr; j++)
+			;
+		if (j - i < 2)
+			continue;
+		for (size_t k = i; k < j; k++) {
+			if (found < 2 && !strcmp(syms[k].name, want)) {
+				out[0] = syms[k];
+				out[1] = syms[k == i ? i + 1 : i];
+				found = 2;
+			}
+		}
+		if (!found) {
+			out[0] = syms[i];
+			out[1] = syms[i + 1];
+			found = 1;
+		}
+	}
+	free(syms);
+	return found;
+}
+
+/*
+ * Two BTF ids of one function (aliases: __x64_sys_munlockall and __do_sys_munlockall) in
+ * one global link would run the program twice per call: gtramp alias N. The link is
+ * refused with EBUSY, as one program is attached once per function and kind. Each id
+ * alone attaches and counts each of N munlockall() calls once.
+ */
+static void test_alias(long n)
+{
+	struct bpf_program *prog;
+	struct bpf_object *obj = NULL;
+	struct bpf_link *link;
+	struct ksym pair[2];
+	struct btf *btf;
+	__u32 ids[2];
+	__u64 before;
+	int err;
+
+	btf = btf__load_vmlinux_btf();
+	check(btf != NULL, "vmlinux BTF");
+	if (!btf)
+		return;
+	err = alias_pair(btf, "__x64_sys_munlockall", pair) != 2;
+	check(!err, "__x64_sys_munlockall has an alias in BTF: %s (%#lx)",
+	      err ? "-" : pair[1].name, err ? 0 : pair[0].addr);
+	if (err)
+		goto out;
+	ids[0] = func_id(btf, pair[0].name);
+	ids[1] = func_id(btf, pair[1].name);
+	obj = counter_load(obj_path, "fentry_multi", getpid(), &prog);
+	check(obj != NULL, "program loads");
+	if (!obj)
+		goto out;
+	link = attach_global(prog, ids, NULL, 2);
+	err = link ? 0 : errno;
+	for (long i = 0; i < n; i++)
+		munlockall();
+	check(!link && err == EBUSY, "one link on both: %s (want EBUSY); %llu runs for %ld calls",
+	      link ? "attached" : strerror(err), (unsigned long long)counter_hits(obj, pair[0].addr),
+	      n);
+	bpf_link__destroy(link);
+	/* Upstream's per-function backend: one trampoline per BTF id, two on one site. */
+	link = attach_flags(prog, ids, NULL, 2, 0);
+	err = link ? 0 : errno;
+	check(!link && err == EBUSY, "the per-function backend: %s (EBUSY)",
+	      link ? "attached" : strerror(err));
+	bpf_link__destroy(link);
+	for (int i = 0; i < 2; i++) {
+		before = counter_hits(obj, pair[0].addr);
+		link = attach_global(prog, &ids[i], NULL, 1);
+		for (long j = 0; link && j < n; j++)
+			munlockall();
+		check(link && counter_hits(obj, pair[0].addr) - before == (__u64)n,
+		      "%s alone: %s, %llu runs for %ld calls", pair[i].name,
+		      link ? "attached" : strerror(errno),
+		      (unsigned long long)(counter_hits(obj, pair[0].addr) - before), n);
+		bpf_link__destroy(link);
+	}
+out:
+	bpf_object__close(obj);
+	btf__free(btf);
+}
+
 static int has_arg(int argc, char **argv, const char *word)
 {
 	for (int i = 3; i < argc; i++)
@@ -1556,12 +1881,16 @@ int main(int argc, char **argv)
 		test_ipmodify_transient(n);
 	else if (!strcmp(cmd, "detach-fault"))
 		test_detach_fault(n, has_arg(argc, argv, "all"));
+	else if (!strcmp(cmd, "counter-fault"))
+		test_counter_fault(n);
+	else if (!strcmp(cmd, "alias"))
+		test_alias(n);
 	else if (!strcmp(cmd, "stress"))
 		test_stress(argc > 2 ? atof(argv[2]) : 10,
 			    has_arg(argc, argv, "per-function") ? 0 : BPF_F_TRACING_MULTI_GLOBAL,
 			    has_arg(argc, argv, "all-cpus"));
 	else {
-		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|ipmodify-peer|ipmodify-transient|detach-fault|stress [N] [per-function] [all-cpus]\n",
+		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|ipmodify-peer|ipmodify-transient|detach-fault|counter-fault|alias|stress [N] [per-function] [all-cpus]\n",
 			argv[0]);
 		return 2;
 	}

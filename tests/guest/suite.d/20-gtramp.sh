@@ -3,7 +3,8 @@
 # probes for). 6.12 has no tracing multi-link at all. gtramp-ipmodify loads the test module
 # build/guest/gtramp_kmod.ko (an IPMODIFY ftrace user, like livepatch); gtramp-ipmodify-peer
 # adds a per-function trampoline on the same function, in every order. gtramp-detach-fault*
-# fail the ftrace update of a detach with failslab (CONFIG_FAILSLAB, this thread only).
+# fail the ftrace update of a detach with failslab (CONFIG_FAILSLAB, this thread only);
+# gtramp-counter-fault fails only the in-flight counters' allocation (its stack filter).
 if on ours; then
 	run gtramp-basic "$bin/gtramp" basic 1000
 	run gtramp-many "$bin/gtramp" many 1000 1000
@@ -17,6 +18,8 @@ if on ours; then
 	run gtramp-ipmodify-transient "$bin/gtramp" ipmodify-transient 200
 	run gtramp-detach-fault "$bin/gtramp" detach-fault 1000
 	run gtramp-detach-fault-all "$bin/gtramp" detach-fault 300 all
+	run gtramp-counter-fault "$bin/gtramp" counter-fault 1000
+	run gtramp-alias "$bin/gtramp" alias 1000
 	run gtramp-stress "$bin/gtramp" stress 10
 fi
 if on stock-7.3; then
