@@ -45,10 +45,12 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
   sigint ENGINE PATTERN      SIGINT while a long attach is under way: bpfmux stops the
                              attach, exits 130, and no link of it stays in the kernel
   sigterm ENGINE PATTERN     SIGTERM while tracing: a normal stop (summary, exit 0)
-  star ENGINE                every traceable function ('*', -d 1, stderr to a file): one
+  star ENGINE [errors]       every traceable function ('*', -d 1, stderr to a file): one
                              link per BTF object the set spans, none refused at attach,
                              the attach's own calls (text patching) not counted, whole
-                             progress lines, nothing left attached or in enabled_functions
+                             progress lines, nothing left attached or in enabled_functions;
+                             errors: the same with --errors (an exit side on every
+                             function: the selection predicts what the engine refuses)
   star-sigint ENGINE SECS    '*' with SIGINT SECS seconds into the attach: a message at
                              once, exit 130 within a bound, nothing left in the kernel
 
@@ -644,19 +646,21 @@ def check_nothing_enabled(what):
     check(not left, f"enabled_functions empty after {what} ({len(left)} left: {left[:2]})")
 
 
-def star_selection(bpfmux):
+def star_selection(bpfmux, extra=()):
     """The '*' selection: (its names, the BTF objects it spans: 'vmlinux' or modules)."""
-    p = subprocess.run([bpfmux, "trace", "--list", "*"], capture_output=True, text=True)
+    p = subprocess.run([bpfmux, "trace", "--list", *extra, "*"], capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"bpfmux trace --list '*' failed: {p.stderr.strip()}")
     names = [line for line in p.stdout.splitlines() if line]
     return set(names), {n.split(":", 1)[0] if ":" in n else "vmlinux" for n in names}
 
 
-def t_star(bpfmux, trigger, engine):
-    selected, objects = star_selection(bpfmux)
+def t_star(bpfmux, trigger, engine, mode="count"):
+    mode_args = {"count": [], "errors": ["--errors"]}[mode]
+    selected, objects = star_selection(bpfmux, [*engine_args(engine), *mode_args])
     with open("/tmp/star.err", "w+") as err:
-        args = [bpfmux, "trace", *engine_args(engine), "--json", "-v", "-d", "1", "*"]
+        args = [bpfmux, "trace", *engine_args(engine), *mode_args, "--json", "-v", "-d", "1",
+                "*"]
         print(f"  running {' '.join(args)} 2>/tmp/star.err")
         t0 = time.monotonic()
         p = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, text=True, timeout=1200)
@@ -684,6 +688,8 @@ def t_star(bpfmux, trigger, engine):
     b = s["attach_breakdown"]
     check(b["refused_tries"] == 0 and b["links"] == s["links"],
           f"breakdown: {b['links']} links, {b['refused_tries']} refused tries")
+    if mode != "count":
+        return
     n = {f["name"]: f["calls"] for f in s["functions"]}
     for name in PATCHING:
         if name in selected:

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use bpfmux::trace::{self, Control, Detail, Filters, Hint, Notes, Pattern, Summary};
+use bpfmux::trace::{EngineKind, SelectError, SelectOptions};
 use bpfmux::trace::{JsonLines, LiveTable, PlainText, Report, RunOptions, Session};
-use bpfmux::trace::{SelectError, SelectOptions};
 
 use crate::parse::{parse_interval, parse_seconds};
 use crate::progress::AttachProgress;
@@ -399,8 +399,13 @@ pub(super) fn execute(
 fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let needs_exit = args.latency || args.args || args.errors || args.graph;
-    let sel = trace::select(patterns, excludes, SelectOptions { needs_exit })
-        .map_err(|e| with_hints(e.into()))?;
+    // No engine is chosen here; one named with --engine is taken at its word.
+    let global = inputs::engine(args.engine.as_deref())? == Some(EngineKind::Global);
+    let opts = SelectOptions {
+        needs_exit,
+        calls_with_slots: global && needs_exit,
+    };
+    let sel = trace::select(patterns, excludes, opts).map_err(|e| with_hints(e.into()))?;
     let select_time = t0.elapsed();
     let mut out = crate::out::stdout();
     for f in &sel.funcs {

@@ -75,6 +75,9 @@ pub struct Param {
     pub name: String,
     /// How its value prints.
     pub kind: ValueKind,
+    /// The 8-byte argument registers (or stack slots) it takes: 2 for a
+    /// struct of 9 to 16 bytes passed by value, 1 otherwise.
+    pub slots: u8,
 }
 
 /// A function prototype a trampoline can attach to.
@@ -84,6 +87,22 @@ pub struct Proto {
     pub params: Vec<Param>,
     /// How the return value prints.
     pub ret: ValueKind,
+}
+
+impl Proto {
+    /// Whether a struct passed by value pushes arguments past the six
+    /// argument registers, where a caller that copies only 8-byte slots
+    /// (the series' global trampoline calling the function for its exit
+    /// side) cannot find them.
+    pub fn struct_args_on_stack(&self) -> bool {
+        self.params.iter().any(|p| p.slots > 1)
+            && self
+                .params
+                .iter()
+                .map(|p| usize::from(p.slots))
+                .sum::<usize>()
+                > 6
+    }
 }
 
 /// One BTF object: vmlinux or a module's split BTF on top of it.
@@ -339,6 +358,15 @@ impl BtfObj {
         None
     }
 
+    /// 8-byte slots of an argument of type `id` (1 unless a struct/union
+    /// of more than 8 bytes is passed by value).
+    fn slots(&self, id: u32) -> u8 {
+        match self.resolve(id) {
+            Some(t) if matches!(t.kind(), KIND_STRUCT | KIND_UNION) && t.size_or_type() > 8 => 2,
+            _ => 1,
+        }
+    }
+
     fn value_kind(&self, id: u32) -> Result<ValueKind, String> {
         if id == 0 {
             return Ok(ValueKind::Void);
@@ -398,6 +426,7 @@ impl BtfObj {
             params.push(Param {
                 name: self.name(name_off).to_string(),
                 kind: self.value_kind(ty)?,
+                slots: self.slots(ty),
             });
         }
         Ok(Proto { params, ret })

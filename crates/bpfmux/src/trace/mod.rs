@@ -256,7 +256,13 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
         btf_time,
         &opts.patterns,
         &opts.excludes,
-        SelectOptions { needs_exit },
+        SelectOptions {
+            needs_exit,
+            // The global trampoline calls the function itself for exits and
+            // fmod_ret, from 8-byte argument slots.
+            calls_with_slots: choice.kind == EngineKind::Global
+                && (needs_exit || opts.inject.is_some()),
+        },
     )?;
     if let Some(list) = &injectable {
         inject::restrict(&mut selection, list)?;

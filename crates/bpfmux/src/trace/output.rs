@@ -420,10 +420,12 @@ mod tests {
                     Param {
                         name: "file".into(),
                         kind: ValueKind::Pointer,
+                        slots: 1,
                     },
                     Param {
                         name: "count".into(),
                         kind: ValueKind::Unsigned(64),
+                        slots: 1,
                     },
                 ],
                 ret: ValueKind::Signed(64),

@@ -127,6 +127,10 @@ pub enum DropReason {
     Reenters,
     /// Never returns, and an exit probe was asked for.
     NoReturn,
+    /// Passes a struct by value that pushes arguments onto the stack, and
+    /// the engine's exit side (the global trampoline calling the function)
+    /// cannot pass those on.
+    StructArgsOnStack,
     /// The kernel refused it at attach time (found by bisection).
     AttachRefused(KernelRefusal),
     /// Error injection asked for, and the kernel does not allow it here
@@ -147,6 +151,10 @@ impl fmt::Display for DropReason {
                 f.write_str("called by the trampoline's own exit path (would recurse without end)")
             }
             DropReason::NoReturn => f.write_str("never returns (no exit probe possible)"),
+            DropReason::StructArgsOnStack => f.write_str(
+                "a struct passed by value pushes arguments onto the stack, which the global \
+                 trampoline cannot pass on when it calls the function for an exit probe",
+            ),
             DropReason::AttachRefused(e) => write!(f, "refused at attach: {e}"),
             DropReason::NotInjectable(why) => write!(f, "no error injection: {why}"),
         }
@@ -275,6 +283,10 @@ const EXACT_INDEX_FROM: usize = 16;
 pub struct SelectOptions {
     /// Exits will be probed: drop functions that never return.
     pub needs_exit: bool,
+    /// The engine calls the function itself (the global trampoline's exit
+    /// side and fmod_ret) and passes on only 8-byte argument slots: drop
+    /// functions whose struct arguments push others onto the stack.
+    pub calls_with_slots: bool,
 }
 
 /// Resolves patterns against kernel BTF (and, for globs, ftrace's and
@@ -354,7 +366,7 @@ pub(crate) fn select_in(
     let exact_count = patterns.iter().filter(|p| p.is_exact()).count();
     let index = (exact_count >= EXACT_INDEX_FROM).then(|| btfs.vmlinux().func_index());
     for p in patterns.iter().filter(|p| p.is_exact()) {
-        match find_exact(&mut btfs, &modules, p, index.as_ref())? {
+        match find_exact(&mut btfs, &modules, p, index.as_ref(), opts)? {
             Ok(f) if !excluded(&f.scope, &f.name) => exact.push(f),
             Ok(_) => {}
             Err(d) if !excluded(&d.scope, &d.name) => exact_dropped.push(d),
@@ -451,6 +463,7 @@ fn find_exact(
     modules: &[String],
     p: &Pattern,
     index: Option<&HashMap<String, u32>>,
+    opts: SelectOptions,
 ) -> Result<Result<Func, Dropped>, SelectError> {
     let scopes: Vec<Scope> = match &p.scope {
         Some(s) => vec![s.clone()],
@@ -488,6 +501,12 @@ fn find_exact(
         if REENTERS.contains(&f.name.as_str()) {
             return Ok(Err(dropped(DropReason::Reenters)));
         }
+        if opts.needs_exit && NO_RETURN.contains(&f.name.as_str()) {
+            return Ok(Err(dropped(DropReason::NoReturn)));
+        }
+        if opts.calls_with_slots && proto.struct_args_on_stack() {
+            return Ok(Err(dropped(DropReason::StructArgsOnStack)));
+        }
         return Ok(Ok(Func {
             scope,
             name: f.name,
@@ -522,6 +541,8 @@ pub fn classify(
             Some(DropReason::Reenters)
         } else if opts.needs_exit && NO_RETURN.contains(&c.name.as_str()) {
             Some(DropReason::NoReturn)
+        } else if opts.calls_with_slots && c.proto.as_ref().is_ok_and(Proto::struct_args_on_stack) {
+            Some(DropReason::StructArgsOnStack)
         } else {
             None
         };
@@ -589,6 +610,7 @@ mod tests {
                 .map(|i| Param {
                     name: format!("a{i}"),
                     kind: ValueKind::Unsigned(64),
+                    slots: 1,
                 })
                 .collect(),
             ret: ValueKind::Signed(32),
@@ -646,7 +668,7 @@ mod tests {
                 ("do_exit", 1, 1),
             ],
         );
-        let (kept, dropped) = classify(c.clone(), &s, SelectOptions { needs_exit: false });
+        let (kept, dropped) = classify(c.clone(), &s, SelectOptions::default());
         let names: Vec<_> = kept.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["ok", "do_exit"]);
         assert_eq!(kept[0].addr, Some(0x1000));
@@ -662,11 +684,63 @@ mod tests {
         assert_eq!(why["rcu_read_unlock_special"], DropReason::Reenters);
 
         // An exit probe cannot go on a function that never returns.
-        let (kept, dropped) = classify(c, &s, SelectOptions { needs_exit: true });
+        let (kept, dropped) = classify(
+            c,
+            &s,
+            SelectOptions {
+                needs_exit: true,
+                ..Default::default()
+            },
+        );
         assert_eq!(kept.len(), 1);
         assert!(dropped
             .iter()
             .any(|d| d.name == "do_exit" && d.reason == DropReason::NoReturn));
+    }
+
+    /// `n` one-slot arguments after one struct of 16 bytes passed by value.
+    fn proto_with_struct(n: usize) -> Proto {
+        let mut p = proto(n);
+        p.params.insert(
+            0,
+            Param {
+                name: "optval".into(),
+                kind: ValueKind::Aggregate,
+                slots: 2,
+            },
+        );
+        p
+    }
+
+    #[test]
+    fn struct_args_past_six_slots_drop_only_where_the_engine_calls() {
+        // sockptr_t (16 bytes) + 4 others = 6 slots: fits; + 5 others = 7: does not.
+        let c = vec![
+            cand("fits", Ok(proto_with_struct(4))),
+            cand("spills", Ok(proto_with_struct(5))),
+            cand("plain", Ok(proto(12))),
+        ];
+        let s = seen(&c, &[("fits", 1, 1), ("spills", 1, 1), ("plain", 1, 1)]);
+        let (kept, _) = classify(
+            c.clone(),
+            &s,
+            SelectOptions {
+                needs_exit: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(kept.len(), 3, "upstream's trampolines take them all");
+        let opts = SelectOptions {
+            needs_exit: true,
+            calls_with_slots: true,
+        };
+        let (kept, dropped) = classify(c, &s, opts);
+        let names: Vec<_> = kept.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["fits", "plain"]);
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(dropped[0].name, "spills");
+        assert_eq!(dropped[0].reason, DropReason::StructArgsOnStack);
+        assert!(dropped[0].reason.to_string().contains("global trampoline"));
     }
 
     #[test]
