@@ -26,6 +26,12 @@
  * copies the stack's frames into the thread's error chain, the exits of its
  * outer calls fill in their return values, and the outermost one's exit
  * sends the chain (ring buffer `chains`).
+ * A filter (src/trace/filter.rs) decides which calls are recorded: its
+ * entry half at the entry, its exit half (return value, errno, latency) at
+ * the exit; when it has an exit half, calls are counted (and their stacks
+ * and entry events taken) at the exit. A call it rejects keeps its frame
+ * on the call stack (pairing, callers in chains and graph paths) but is
+ * recorded nowhere.
  * The .multi sections are newer than the vendored libbpf: the loader sets
  * their program type and expected attach type itself.
  */
@@ -38,6 +44,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Stable UAPI values (linux/bpf.h), spelled out to keep the include set small. */
 #define MAP_HASH 1
+#define MAP_ARRAY 2
 #define MAP_PERCPU_ARRAY 6
 #define MAP_STACK_TRACE 7
 #define MAP_LRU_HASH 9
@@ -73,6 +80,17 @@ const volatile bool want_graph;
 const volatile __s64 inject_ret;
 const volatile __u64 inject_chance;
 const volatile __u64 inject_times;
+/*
+ * The filter: a postfix program per side of the call (trace.h). Calls it
+ * saw are counted when it is on; per-function variables (arguments, the
+ * return value) are looked up in `filter_funcs` when it has any.
+ */
+const volatile bool filter_on;
+const volatile bool filter_vars;
+const volatile __u32 filter_entry_nops;
+const volatile __u32 filter_exit_nops;
+const volatile struct trace_filter_op filter_entry_ops[TRACE_FILTER_MAX_OPS];
+const volatile struct trace_filter_op filter_exit_ops[TRACE_FILTER_MAX_OPS];
 
 /* Sizes below are placeholders: the loader sets them from the function set. */
 struct {
@@ -130,14 +148,25 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+/* The filter's variables per function (trace.h), when it has any. */
+struct {
+	__uint(type, MAP_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct trace_filter_func);
+} filter_funcs SEC(".maps");
+
 /*
  * Calls in flight per thread, outermost first: when entry and exit are
  * separate programs (their pairing), and for error chains on every engine.
  * A fixed depth: calls nested deeper are counted in `overflow`, not kept.
+ * Bit i of `skip`: frame i's call failed the filter's entry half.
  */
 struct call_stack {
 	__u32 depth;
 	__u32 overflow;
+	__u32 skip;
+	__u32 _pad;
 	__u32 func[TRACE_MAX_DEPTH];
 	__u64 ts[TRACE_MAX_DEPTH];
 };
@@ -300,8 +329,227 @@ static __always_inline void emit(__u32 kind, __u32 func, const __u64 *args, __u6
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* The call is counted here; args[] is only read when captured. */
-static __always_inline void on_entry(void *ctx, __u64 cookie, const __u64 *args)
+/* Where a program runs: its context and what it can read there. */
+enum ctx_kind {
+	CTX_TRAMP = 0,  /* fentry/fexit/fsession (and .multi): bpf_get_func_arg */
+	CTX_KPROBE = 1, /* kprobe.multi/kprobe.session: registers */
+};
+
+/* Arguments of a trampoline program (fentry, fsession and their multi forms). */
+static __always_inline void tramp_args(void *ctx, __u64 *args)
+{
+	for (int i = 0; i < TRACE_MAX_ARGS; i++) {
+		args[i] = 0;
+		bpf_get_func_arg(ctx, i, &args[i]);
+	}
+}
+
+static __always_inline void kprobe_args(struct pt_regs *regs, __u64 *args)
+{
+	args[0] = regs->di;
+	args[1] = regs->si;
+	args[2] = regs->dx;
+	args[3] = regs->cx;
+	args[4] = regs->r8;
+	args[5] = regs->r9;
+}
+
+/*
+ * The filter's evaluator. Everything it branches on is in .rodata, which
+ * the verifier reads as constants: it follows one path through the
+ * unrolled loop and drops the rest as dead code. A test's outcome depends
+ * on the call, so it is computed without a branch (a branch per test would
+ * double the verifier's states at each one); barrier_var() keeps clang
+ * from turning the arithmetic back into compare-and-branch.
+ */
+
+/* 1 when x != 0. */
+static __always_inline __u64 f_nonzero(__u64 x)
+{
+	__u64 n = -x;
+
+	barrier_var(n);
+	return (n | x) >> 63;
+}
+
+/* 1 when a < b, unsigned (the borrow of a - b). */
+static __always_inline __u64 f_ult(__u64 a, __u64 b)
+{
+	__u64 d = a - b;
+
+	barrier_var(d);
+	return ((~a & b) | ((~a | b) & d)) >> 63;
+}
+
+/* c ? a : b for c in {0, 1}. */
+static __always_inline __u64 f_pick(__u64 c, __u64 a, __u64 b)
+{
+	__u64 m = -c;
+
+	barrier_var(m);
+	return (a & m) | (b & ~m);
+}
+
+/* The errno a return value carries, by the return class in the cookie: 0 if none. */
+static __always_inline __u64 f_errno(__u64 cookie, __u64 ret)
+{
+	__u64 class = (cookie & TRACE_COOKIE_RET_MASK) >> TRACE_COOKIE_RET_SHIFT;
+	__u64 is_int = f_nonzero(class ^ TRACE_RET_INT) ^ 1;
+	__u64 v = f_pick(is_int, (__u64)(__s64)(__s32)ret, ret);
+	/* -4095 <= v <= -1 */
+	__u64 err = f_ult(v + 4095, 4095) & f_nonzero(class);
+
+	return -v & -err;
+}
+
+/* 1 when slot == n. */
+static __always_inline __u64 f_is(__u64 slot, __u64 n)
+{
+	return f_nonzero(slot ^ n) ^ 1;
+}
+
+/*
+ * Argument register slot `slot` (0-5) where the program runs. A kprobe
+ * program reads every register and keeps one: the verifier takes context
+ * reads at constant offsets only (clang would turn a switch into one read
+ * at a computed offset).
+ */
+static __always_inline __u64 filter_arg(void *ctx, const int kind, __u64 slot)
+{
+	struct pt_regs *regs = ctx;
+	__u64 v = 0;
+
+	if (kind == CTX_TRAMP) {
+		bpf_get_func_arg(ctx, slot, &v);
+		return v;
+	}
+	return (regs->di & -f_is(slot, 0)) | (regs->si & -f_is(slot, 1)) |
+	       (regs->dx & -f_is(slot, 2)) | (regs->cx & -f_is(slot, 3)) |
+	       (regs->r8 & -f_is(slot, 4)) | (regs->r9 & -f_is(slot, 5));
+}
+
+/*
+ * The value a test reads, as the function has it (sign- or zero-extended
+ * from its size; *missing set when the function lacks it).
+ */
+static __always_inline __u64 filter_value(const volatile struct trace_filter_op *op,
+					  struct trace_filter_func *ff, void *ctx, const int kind,
+					  const bool at_exit, __u64 cookie, __u64 ret, __u64 start,
+					  __u64 *sgn, __u64 *missing)
+{
+	__u64 v = 0, d, shift;
+
+	if (op->src == TRACE_FSRC_LATENCY)
+		return bpf_ktime_get_ns() - start;
+	if (op->src == TRACE_FSRC_ERRNO)
+		return f_errno(cookie, ret);
+	if (!ff) {
+		*missing = 1;
+		return 0;
+	}
+	d = ff->var[op->src & (TRACE_FILTER_MAX_VARS - 1)];
+	*missing |= ((d & TRACE_FVAR_PRESENT) >> 7) ^ 1;
+	if (!(kind == CTX_KPROBE && at_exit))
+		v = filter_arg(ctx, kind, d & TRACE_FVAR_SLOT_MASK);
+	if (at_exit)
+		v = f_pick(f_nonzero((d & TRACE_FVAR_SLOT_MASK) ^ TRACE_FVAR_RET) ^ 1, ret, v);
+	shift = 64 - (8 << ((d >> TRACE_FVAR_SIZE_SHIFT) & 3));
+	*sgn = (d & TRACE_FVAR_SIGNED) >> 5;
+	v <<= shift;
+	return f_pick(*sgn, (__u64)((__s64)v >> shift), v >> shift);
+}
+
+/*
+ * One op on the stack of bits `s`. A signed comparison is the unsigned
+ * one of both sides with their sign bit flipped.
+ */
+static __always_inline __u64 filter_step(const volatile struct trace_filter_op *op, __u64 s,
+					 struct trace_filter_func *ff, void *ctx, const int kind,
+					 const bool at_exit, __u64 cookie, __u64 ret, __u64 start,
+					 __u64 *missing)
+{
+	__u8 what = op->kind, cmp = op->cmp;
+	__u64 v, b = op->value, sgn = 0, flip, t;
+
+	if (what == TRACE_FOP_NOT)
+		return s ^ 1;
+	if (what == TRACE_FOP_AND)
+		return (s >> 1) & (~1ULL | (s & 1));
+	if (what == TRACE_FOP_OR)
+		return (s >> 1) | (s & 1);
+	v = filter_value(op, ff, ctx, kind, at_exit, cookie, ret, start, &sgn, missing) & op->mask;
+	if (cmp == TRACE_FCMP_EQ)
+		return (s << 1) | (f_nonzero(v ^ b) ^ 1);
+	if (cmp == TRACE_FCMP_NE)
+		return (s << 1) | f_nonzero(v ^ b);
+	/* a > b is b < a; a <= b is !(b < a); a >= b is !(a < b) */
+	if (cmp == TRACE_FCMP_GT || cmp == TRACE_FCMP_LE) {
+		t = v;
+		v = b;
+		b = t;
+	}
+	flip = sgn << 63;
+	t = f_ult(v ^ flip, b ^ flip);
+	if (cmp == TRACE_FCMP_LE || cmp == TRACE_FCMP_GE)
+		t ^= 1;
+	return (s << 1) | t;
+}
+
+/*
+ * Runs one side's program on a call: `at_exit` with its return value and
+ * the time it entered (`start`). A kprobe program reads no argument at
+ * exit (the loader puts none in that side's program there). A function
+ * that lacks a variable the program reads never passes.
+ */
+static __always_inline bool filter_run(const volatile struct trace_filter_op *ops, __u32 nops,
+				       void *ctx, const int kind, const bool at_exit, __u64 cookie,
+				       __u64 ret, __u64 start)
+{
+	struct trace_filter_func *ff = NULL;
+	__u64 s = 0, missing = 0;
+
+	if (!nops)
+		return true;
+	if (filter_vars) {
+		__u32 func = (__u32)cookie;
+
+		ff = bpf_map_lookup_elem(&filter_funcs, &func);
+		if (!ff)
+			return false;
+	}
+#pragma unroll
+	for (int i = 0; i < TRACE_FILTER_MAX_OPS; i++) {
+		if (i < nops)
+			s = filter_step(&ops[i], s, ff, ctx, kind, at_exit, cookie, ret, start,
+					&missing);
+	}
+	return s & 1 & (missing ^ 1);
+}
+
+/* Calls are recorded (counted, stacks, entry events) at the exit when only it can decide. */
+static __always_inline bool record_at_exit(void)
+{
+	return filter_exit_nops != 0;
+}
+
+/* The filter's entry half (arguments): true without one. */
+static __always_inline bool filter_entry(void *ctx, const int kind, __u64 cookie)
+{
+	return filter_run(filter_entry_ops, filter_entry_nops, ctx, kind, false, cookie, 0, 0);
+}
+
+/* The filter's exit half (return value, errno, latency; arguments on trampolines). */
+static __always_inline bool filter_exit(void *ctx, const int kind, __u64 cookie, __u64 ret,
+					__u64 start)
+{
+	return filter_run(filter_exit_ops, filter_exit_nops, ctx, kind, true, cookie, ret, start);
+}
+
+/*
+ * The call is counted here; args[] is only read when captured. ts: when it
+ * entered, for its entry event (0: now).
+ */
+static __always_inline void on_entry(void *ctx, __u64 cookie, const __u64 *args, __u64 ts)
 {
 	__u32 func = (__u32)cookie;
 	struct trace_func_stats *st = bpf_map_lookup_elem(&stats, &func);
@@ -311,16 +559,59 @@ static __always_inline void on_entry(void *ctx, __u64 cookie, const __u64 *args)
 	if (want_kstack || want_ustack)
 		record_stack(ctx, func);
 	if (cookie & TRACE_COOKIE_CAPTURE)
-		emit(TRACE_EVENT_ENTRY, func, args, 0, bpf_ktime_get_ns(), 0);
+		emit(TRACE_EVENT_ENTRY, func, args, 0, ts ? ts : bpf_ktime_get_ns(), 0);
 }
 
-/* start_ns == 0: the entry was not seen, no duration. */
-static __always_inline void on_exit(__u64 cookie, __u64 start_ns, __u64 ret)
+/*
+ * A call that passed the identity filters (pass_filters) enters: the
+ * filter's entry half, what it saw counted; recorded now unless the exit
+ * decides. Returns whether the entry half passed it.
+ */
+static __always_inline bool enter(void *ctx, const int kind, __u64 cookie)
+{
+	__u64 args[TRACE_MAX_ARGS];
+	bool ok = filter_entry(ctx, kind, cookie);
+
+	if (filter_on) {
+		__u32 func = (__u32)cookie;
+		struct trace_func_stats *st = bpf_map_lookup_elem(&stats, &func);
+
+		if (st)
+			st->filter_seen++;
+	}
+	if (!ok || record_at_exit())
+		return ok;
+	if (cookie & TRACE_COOKIE_CAPTURE) {
+		if (kind == CTX_TRAMP)
+			tramp_args(ctx, args);
+		else
+			kprobe_args(ctx, args);
+	}
+	on_entry(ctx, cookie, args, 0);
+	return ok;
+}
+
+/*
+ * The call the filter passed returns. start_ns == 0: the entry was not
+ * seen, no duration. When the filter's exit half decided, the call is
+ * counted here, its stack taken here and its entry event sent just before
+ * its exit event (trampolines read the arguments at exit; the loader asks
+ * kprobe programs for no argument at exit).
+ */
+static __always_inline void on_exit(void *ctx, const int kind, __u64 cookie, __u64 start_ns,
+				    __u64 ret)
 {
 	__u32 func = (__u32)cookie;
 	__u64 now = bpf_ktime_get_ns(), d = start_ns ? now - start_ns : 0;
 	struct trace_func_stats *st;
 
+	if (record_at_exit()) {
+		__u64 args[TRACE_MAX_ARGS] = {};
+
+		if (kind == CTX_TRAMP && (cookie & TRACE_COOKIE_CAPTURE))
+			tramp_args(ctx, args);
+		on_entry(ctx, cookie, args, start_ns);
+	}
 	if (start_ns && want_latency) {
 		__u32 b = 0, idx;
 		__u64 *h;
@@ -347,35 +638,19 @@ static __always_inline void on_exit(__u64 cookie, __u64 start_ns, __u64 ret)
 		emit(TRACE_EVENT_EXIT, func, NULL, ret, now, d);
 }
 
-/* Arguments of a trampoline program (fentry, fsession and their multi forms). */
-static __always_inline void tramp_args(void *ctx, __u64 *args)
-{
-	for (int i = 0; i < TRACE_MAX_ARGS; i++) {
-		args[i] = 0;
-		bpf_get_func_arg(ctx, i, &args[i]);
-	}
-}
-
-static __always_inline void kprobe_args(struct pt_regs *regs, __u64 *args)
-{
-	args[0] = regs->di;
-	args[1] = regs->si;
-	args[2] = regs->dx;
-	args[3] = regs->cx;
-	args[4] = regs->r8;
-	args[5] = regs->r9;
-}
-
 /*
  * Entry half of a two-program pairing: remember when this thread entered
- * the function, for the exit program of the same function.
+ * the function, for the exit program of the same function (`skip`: the
+ * filter's entry half rejected the call; its exit only pops the frame).
  */
-static __always_inline void push_frame(__u64 cookie)
+static __always_inline void push_frame(__u64 cookie, bool skip)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct call_stack *cs;
+	__u32 d;
 
-	if (!want_latency && !keep_call_stacks() && !(cookie & TRACE_COOKIE_CAPTURE))
+	if (!want_latency && !keep_call_stacks() && !(cookie & TRACE_COOKIE_CAPTURE) &&
+	    !record_at_exit())
 		return;
 	cs = bpf_map_lookup_elem(&call_stacks, &tid);
 	if (!cs) {
@@ -390,8 +665,10 @@ static __always_inline void push_frame(__u64 cookie)
 		count_lost(TRACE_LOST_DEPTH);
 		return;
 	}
-	cs->func[cs->depth & (TRACE_MAX_DEPTH - 1)] = (__u32)cookie;
-	cs->ts[cs->depth & (TRACE_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
+	d = cs->depth & (TRACE_MAX_DEPTH - 1);
+	cs->func[d] = (__u32)cookie;
+	cs->ts[d] = bpf_ktime_get_ns();
+	cs->skip = (cs->skip & ((1U << d) - 1)) | ((__u32)skip << d);
 	cs->depth++;
 }
 
@@ -444,11 +721,12 @@ static __always_inline void send_chain(struct error_chain *ec, __u64 now)
 /*
  * The call in frame j of `cs` returned `ret` at `now`. A failure outside
  * the current chain (the first, or one in another subtree than the last)
- * starts a new chain from the call stack; a call in the chain records its
- * return; the outermost call's return sends the chain.
+ * starts a new chain from the call stack if the filter `passed` the call;
+ * a call in the chain records its return, passed or not; the outermost
+ * call's return sends the chain.
  */
 static __always_inline void chain_exit(void *ctx, struct call_stack *cs, __u32 j, __u64 cookie,
-				       __u64 ret, __u64 now)
+				       __u64 ret, __u64 now, bool passed)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct error_chain *ec = bpf_map_lookup_elem(&error_chains, &tid);
@@ -456,7 +734,7 @@ static __always_inline void chain_exit(void *ctx, struct call_stack *cs, __u32 j
 
 	j &= TRACE_MAX_DEPTH - 1;
 	in_chain = ec && ec->len > j && ec->ts[j] == cs->ts[j];
-	if (is_error(cookie, ret) && !in_chain) {
+	if (passed && is_error(cookie, ret) && !in_chain) {
 		if (!ec) {
 			bpf_map_update_elem(&error_chains, &tid, &empty_chain, F_NOEXIST);
 			ec = bpf_map_lookup_elem(&error_chains, &tid);
@@ -516,22 +794,22 @@ static __always_inline void graph_exit(struct call_stack *cs, __u32 j, __u64 dur
 }
 
 /*
- * Exit half: find this function's frame, pop it, record the call's end
- * (`ret`: its return value).
+ * Pops this function's frame off the thread's call stack: its index (*j),
+ * when it entered (*start) and whether the filter's entry half rejected it
+ * (*skip). NULL when the stack has no frame of it.
  */
-static __always_inline void pop_frame_on_exit(void *ctx, __u64 cookie, __u64 ret)
+static __always_inline struct call_stack *pop_frame(__u64 cookie, __u32 *j, __u64 *start,
+						    bool *skip)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct call_stack *cs = bpf_map_lookup_elem(&call_stacks, &tid);
-	__u64 start = 0;
-	__u32 j = 0;
 
 	if (!cs)
-		return;
+		return NULL;
 	/* The exit of a call the full stack did not keep. */
 	if (cs->overflow) {
 		cs->overflow--;
-		return;
+		return NULL;
 	}
 	/*
 	 * Find this function's frame from the top; frames above it lost their
@@ -539,24 +817,49 @@ static __always_inline void pop_frame_on_exit(void *ctx, __u64 cookie, __u64 ret
 	 * dropped with it.
 	 */
 	for (int i = 0; i < TRACE_MAX_DEPTH; i++) {
-		__u32 d = cs->depth;
+		__u32 d = cs->depth, k;
 
 		if (i >= d)
-			return;
-		j = (d - 1 - i) & (TRACE_MAX_DEPTH - 1);
-		if (cs->func[j] == (__u32)cookie) {
-			start = cs->ts[j];
-			cs->depth = j;
-			break;
+			return NULL;
+		k = (d - 1 - i) & (TRACE_MAX_DEPTH - 1);
+		if (cs->func[k] == (__u32)cookie) {
+			*j = k;
+			*start = cs->ts[k];
+			*skip = (cs->skip >> k) & 1;
+			cs->depth = k;
+			return *start ? cs : NULL;
 		}
 	}
-	if (!start)
+	return NULL;
+}
+
+/*
+ * Exit half: the call returned `ret`. `start`: when it entered, as a
+ * session program's cookie kept it; 0 when entry and exit are two programs
+ * and the call stack pairs them. With error chains or the call graph the
+ * frame is popped either way. The call's end is recorded if the filter
+ * passes it.
+ */
+static __always_inline void leave(void *ctx, const int kind, __u64 cookie, __u64 ret,
+				  __u64 start)
+{
+	struct call_stack *cs = NULL;
+	bool skip = false, passed;
+	__u32 j = 0;
+
+	if (!start || keep_call_stacks()) {
+		cs = pop_frame(cookie, &j, &start, &skip);
+		if (!cs)
+			return;
+	}
+	passed = !skip && filter_exit(ctx, kind, cookie, ret, start);
+	if (cs && want_errors)
+		chain_exit(ctx, cs, j, cookie, ret, bpf_ktime_get_ns(), passed);
+	if (!passed)
 		return;
-	if (want_errors)
-		chain_exit(ctx, cs, j, cookie, ret, bpf_ktime_get_ns());
-	if (want_graph)
+	if (cs && want_graph)
 		graph_exit(cs, j, bpf_ktime_get_ns() - start);
-	on_exit(cookie, start, ret);
+	on_exit(ctx, kind, cookie, start, ret);
 }
 
 /* Return value of a trampoline program's function (fexit, fsession). */
@@ -571,50 +874,47 @@ static __always_inline __u64 tramp_ret(void *ctx)
 SEC("fentry.multi")
 int trace_multi_entry(void *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS];
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	bool ok;
 
 	if (!pass_filters())
 		return 0;
-	if (cookie & TRACE_COOKIE_CAPTURE)
-		tramp_args(ctx, args);
-	on_entry(ctx, cookie, args);
+	ok = enter(ctx, CTX_TRAMP, cookie);
 	if (pair_entry_exit)
-		push_frame(cookie);
+		push_frame(cookie, !ok);
 	return 0;
 }
 
 SEC("fexit.multi")
 int trace_multi_exit(void *ctx)
 {
-	pop_frame_on_exit(ctx, bpf_get_attach_cookie(ctx), tramp_ret(ctx));
+	leave(ctx, CTX_TRAMP, bpf_get_attach_cookie(ctx), tramp_ret(ctx), 0);
 	return 0;
 }
 
 SEC("fsession.multi")
 int trace_multi_session(void *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS], ret = 0;
+	__u64 cookie = bpf_get_attach_cookie(ctx), ret = 0;
 	__u64 *start = session_cookie(ctx);
+	bool ok;
 
 	if (session_is_return(ctx)) {
 		/* the entry left 0 here when the filters said no */
 		if (!*start)
 			return 0;
 		bpf_get_func_ret(ctx, &ret);
-		if (keep_call_stacks())
-			pop_frame_on_exit(ctx, cookie, ret);
-		else
-			on_exit(cookie, *start, ret);
+		leave(ctx, CTX_TRAMP, cookie, ret, *start);
 		return 0;
 	}
 	*start = 0;
 	if (!pass_filters())
 		return 0;
-	if (cookie & TRACE_COOKIE_CAPTURE)
-		tramp_args(ctx, args);
-	on_entry(ctx, cookie, args);
+	ok = enter(ctx, CTX_TRAMP, cookie);
 	if (keep_call_stacks())
-		push_frame(cookie);
+		push_frame(cookie, !ok);
+	else if (!ok)
+		return 0;
 	*start = bpf_ktime_get_ns();
 	return 0;
 }
@@ -622,39 +922,34 @@ int trace_multi_session(void *ctx)
 SEC("kprobe.multi")
 int trace_kprobe_entry(struct pt_regs *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS];
-
-	if (!pass_filters())
-		return 0;
-	if (cookie & TRACE_COOKIE_CAPTURE)
-		kprobe_args(ctx, args);
-	on_entry(ctx, cookie, args);
+	if (pass_filters())
+		enter(ctx, CTX_KPROBE, bpf_get_attach_cookie(ctx));
 	return 0;
 }
 
 SEC("kprobe.session")
 int trace_kprobe_session(struct pt_regs *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS];
+	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 *start = session_cookie(ctx);
+	bool ok;
 
 	if (!start)
 		return 1;
 	if (session_is_return(ctx)) {
-		if (keep_call_stacks())
-			pop_frame_on_exit(ctx, cookie, ctx->ax);
-		else
-			on_exit(cookie, *start, ctx->ax);
+		/* set by every entry that returned 0 (asking for its exit) */
+		if (*start)
+			leave(ctx, CTX_KPROBE, cookie, ctx->ax, *start);
 		return 0;
 	}
 	/* returning 1 skips the exit half for calls the filters drop */
 	if (!pass_filters())
 		return 1;
-	if (cookie & TRACE_COOKIE_CAPTURE)
-		kprobe_args(ctx, args);
-	on_entry(ctx, cookie, args);
+	ok = enter(ctx, CTX_KPROBE, cookie);
 	if (keep_call_stacks())
-		push_frame(cookie);
+		push_frame(cookie, !ok);
+	else if (!ok)
+		return 1;
 	*start = bpf_ktime_get_ns();
 	return 0;
 }
@@ -699,20 +994,17 @@ long trace_fmod_ret(void *ctx)
 SEC("fentry")
 int trace_fentry(void *ctx)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx), args[TRACE_MAX_ARGS];
+	__u64 cookie = bpf_get_attach_cookie(ctx);
 
 	if (!pass_filters())
 		return 0;
-	if (cookie & TRACE_COOKIE_CAPTURE)
-		tramp_args(ctx, args);
-	on_entry(ctx, cookie, args);
-	push_frame(cookie);
+	push_frame(cookie, !enter(ctx, CTX_TRAMP, cookie));
 	return 0;
 }
 
 SEC("fexit")
 int trace_fexit(void *ctx)
 {
-	pop_frame_on_exit(ctx, bpf_get_attach_cookie(ctx), tramp_ret(ctx));
+	leave(ctx, CTX_TRAMP, bpf_get_attach_cookie(ctx), tramp_ret(ctx), 0);
 	return 0;
 }

@@ -33,6 +33,7 @@ struct trace_func_stats {
 	__u64 lat_sum_ns;
 	__u64 lat_max_ns;
 	__u64 injected; /* calls made to fail (bpfmux inject) */
+	__u64 filter_seen; /* calls the filter looked at (calls: those it passed) */
 };
 
 enum trace_event_kind {
@@ -114,6 +115,62 @@ enum trace_lost {
 	TRACE_LOST_CHAINS = 3, /* error chains: ring buffer `chains` full */
 	TRACE_LOST_GRAPH = 4,  /* call graph: map `graph` full */
 	TRACE_LOST_MAX = 8,
+};
+
+/*
+ * Filters (src/trace/filter.rs compiles them): a postfix program per side
+ * of the call, in .rodata. The entry side reads arguments; the exit side
+ * the return value, errno and latency too. A test pushes one bit on a
+ * stack of bits; NOT, AND and OR work on its top.
+ */
+#define TRACE_FILTER_MAX_OPS 16
+#define TRACE_FILTER_MAX_VARS 8
+
+enum trace_filter_op_kind {
+	TRACE_FOP_TEST = 1, /* push (value(src) & mask) CMP value */
+	TRACE_FOP_NOT = 2,
+	TRACE_FOP_AND = 3,
+	TRACE_FOP_OR = 4,
+};
+
+/* Where a test's value comes from: 0..TRACE_FILTER_MAX_VARS-1 a variable. */
+enum trace_filter_src {
+	TRACE_FSRC_ERRNO = 8,   /* -ret if it is -4095..-1 by the return class, else 0 */
+	TRACE_FSRC_LATENCY = 9, /* ns since the entry */
+};
+
+/* <, <=, >, >= compare signed when the variable's type is signed. */
+enum trace_filter_cmp {
+	TRACE_FCMP_EQ = 0,
+	TRACE_FCMP_NE = 1,
+	TRACE_FCMP_LT = 2,
+	TRACE_FCMP_LE = 3,
+	TRACE_FCMP_GT = 4,
+	TRACE_FCMP_GE = 5,
+};
+
+struct trace_filter_op {
+	__u8 kind;
+	__u8 src;
+	__u8 cmp;
+	__u8 _pad[5];
+	__u64 mask;
+	__u64 value;
+};
+
+/*
+ * A variable as one function has it (map `filter_funcs`, per function):
+ * which register slot, its size and signedness. Not PRESENT: the function
+ * has no such argument, and the filter never passes its calls.
+ */
+#define TRACE_FVAR_PRESENT 0x80
+#define TRACE_FVAR_SIGNED 0x20
+#define TRACE_FVAR_SIZE_SHIFT 3 /* 2 bits: log2 of the size in bytes */
+#define TRACE_FVAR_SLOT_MASK 7  /* 0-5: argument slot, TRACE_FVAR_RET: return value */
+#define TRACE_FVAR_RET 6
+
+struct trace_filter_func {
+	__u8 var[TRACE_FILTER_MAX_VARS];
 };
 
 #endif /* BPFMUX_TRACE_H */

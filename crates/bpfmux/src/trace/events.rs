@@ -24,6 +24,8 @@ pub struct FuncStats {
     pub lat_max_ns: u64,
     /// Calls made to fail (`bpfmux inject`).
     pub injected: u64,
+    /// Calls a filter looked at (`calls`: those it passed); 0 without one.
+    pub filter_seen: u64,
 }
 
 impl FuncStats {
@@ -33,6 +35,7 @@ impl FuncStats {
         self.lat_sum_ns += o.lat_sum_ns;
         self.lat_max_ns = self.lat_max_ns.max(o.lat_max_ns);
         self.injected += o.injected;
+        self.filter_seen += o.filter_seen;
     }
 
     /// Counters accumulated since `earlier` (max stays the running max).
@@ -43,6 +46,7 @@ impl FuncStats {
             lat_sum_ns: self.lat_sum_ns.saturating_sub(earlier.lat_sum_ns),
             lat_max_ns: self.lat_max_ns,
             injected: self.injected.saturating_sub(earlier.injected),
+            filter_seen: self.filter_seen.saturating_sub(earlier.filter_seen),
         }
     }
 }
@@ -107,6 +111,7 @@ impl Reader {
                     lat_sum_ns: u64_at(&raw, off + 16),
                     lat_max_ns: u64_at(&raw, off + 24),
                     injected: u64_at(&raw, off + 32),
+                    filter_seen: u64_at(&raw, off + 40),
                 });
             }
         }
@@ -317,6 +322,7 @@ mod tests {
             lat_sum_ns: 400,
             lat_max_ns: 200,
             injected: 0,
+            filter_seen: 30,
         };
         let b = FuncStats {
             calls: 15,
@@ -324,11 +330,18 @@ mod tests {
             lat_sum_ns: 700,
             lat_max_ns: 250,
             injected: 0,
+            filter_seen: 42,
         };
         let d = b.since(&a);
         assert_eq!(
-            (d.calls, d.lat_count, d.lat_sum_ns, d.lat_max_ns),
-            (5, 2, 300, 250)
+            (
+                d.calls,
+                d.lat_count,
+                d.lat_sum_ns,
+                d.lat_max_ns,
+                d.filter_seen
+            ),
+            (5, 2, 300, 250, 12)
         );
     }
 }

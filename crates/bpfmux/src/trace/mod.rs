@@ -340,6 +340,7 @@ impl Plan {
             graph: opts.graph,
             inject: opts.inject.clone(),
             filters: opts.filters.clone(),
+            filter: None,
         };
         let t0 = Instant::now();
         let obj = TraceObject::load(&cfg, &kind.entries(exit, opts.inject.is_some()))?;

@@ -105,6 +105,28 @@ pub struct ObjectConfig {
     /// Make calls fail (`bpfmux inject`).
     pub inject: Option<Injection>,
     pub filters: Filters,
+    /// Which calls are recorded (the filter's programs and variables).
+    pub filter: Option<FilterCode>,
+}
+
+/// Most operations per side of a filter (`TRACE_FILTER_MAX_OPS`).
+pub const FILTER_MAX_OPS: usize = 16;
+/// Most variables a filter reads per function (`TRACE_FILTER_MAX_VARS`).
+pub const FILTER_MAX_VARS: usize = 8;
+
+/// One operation of a filter's side as trace.h lays it out:
+/// (kind, src, cmp, mask, value) of `struct trace_filter_op`.
+pub type FilterOp = (u8, u8, u8, u64, u64);
+
+/// A filter as the BPF object takes it (compiled by [`super::filter`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FilterCode {
+    /// The entry side's program.
+    pub entry: Vec<FilterOp>,
+    /// The exit side's program.
+    pub exit: Vec<FilterOp>,
+    /// Per function, its variables' descriptors (empty: it reads none).
+    pub vars: Vec<[u8; FILTER_MAX_VARS]>,
 }
 
 pub const HIST_BUCKETS: usize = 32;
@@ -153,6 +175,9 @@ impl TraceObject {
                 }
                 "error_chains" if cfg.errors => Some(CALL_STACK_THREADS),
                 "graph" if cfg.graph => Some(GRAPH_PATHS),
+                "filter_funcs" if cfg.filter.as_ref().is_some_and(|f| !f.vars.is_empty()) => {
+                    Some(n)
+                }
                 _ => None,
             };
             if let Some(size) = size {
@@ -194,7 +219,44 @@ impl TraceObject {
             prog.set_autoload(false);
         }
         let obj = open.load().step("loading the trace BPF object's maps")?;
-        Ok(Self { obj, insns })
+        let this = Self { obj, insns };
+        if let Some(f) = cfg.filter.as_ref().filter(|f| !f.vars.is_empty()) {
+            this.fill_filter_funcs(&f.vars)?;
+        }
+        Ok(this)
+    }
+
+    /// Each function's filter variables (`filter_funcs`), in one batch.
+    fn fill_filter_funcs(&self, vars: &[[u8; FILTER_MAX_VARS]]) -> Result<(), Error> {
+        let map = self.map("filter_funcs")?;
+        let mut keys: Vec<u32> = (0..vars.len())
+            .map(u32::try_from)
+            .collect::<Result<_, _>>()
+            .step("too many functions for the filter's map")?;
+        let mut values: Vec<u8> = vars.iter().flatten().copied().collect();
+        let mut count =
+            u32::try_from(keys.len()).step("too many functions for the filter's map")?;
+        let opts = libbpf_sys::bpf_map_batch_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+            ..Default::default()
+        };
+        // SAFETY: `count` keys and values of the map's sizes (u32, 8 bytes).
+        let r = unsafe {
+            libbpf_sys::bpf_map_update_batch(
+                map.as_fd().as_raw_fd(),
+                keys.as_mut_ptr() as *const libc::c_void,
+                values.as_mut_ptr() as *const libc::c_void,
+                &mut count,
+                &opts,
+            )
+        };
+        if r < 0 {
+            return Err(Error::Kernel {
+                step: "writing the filter's variables per function (map filter_funcs)".into(),
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(())
     }
 
     /// Starts counting: until this is called the programs run but record
@@ -368,6 +430,12 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> Resu
         ro.inject_chance = i.chance();
         ro.inject_times = i.times.unwrap_or(0);
     }
+    if let Some(f) = &cfg.filter {
+        ro.filter_on = true;
+        ro.filter_vars = !f.vars.is_empty();
+        ro.filter_entry_nops = write_ops(&mut ro.filter_entry_ops, &f.entry)?;
+        ro.filter_exit_nops = write_ops(&mut ro.filter_exit_ops, &f.exit)?;
+    }
     // The section may end before the struct's trailing padding: copy the
     // bytes that exist (every field is inside the section).
     let size = std::mem::size_of::<skel::types::rodata>();
@@ -382,6 +450,28 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> Resu
     }
     buf[..n].copy_from_slice(&bytes[..n]);
     Ok(())
+}
+
+/// A side's filter program into its .rodata array; returns its length.
+fn write_ops(
+    out: &mut [skel::types::trace_filter_op; FILTER_MAX_OPS],
+    ops: &[FilterOp],
+) -> Result<u32, Error> {
+    if ops.len() > out.len() {
+        return Err(Error::Broken(format!(
+            "a filter program of {} operations (at most {})",
+            ops.len(),
+            out.len()
+        )));
+    }
+    for (slot, &(kind, src, cmp, mask, value)) in out.iter_mut().zip(ops) {
+        slot.kind = kind;
+        slot.src = src;
+        slot.cmp = cmp;
+        slot.mask = mask;
+        slot.value = value;
+    }
+    Ok(ops.len() as u32)
 }
 
 /// Number of possible CPUs (per-CPU map values come in this many slots).

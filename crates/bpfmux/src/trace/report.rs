@@ -415,6 +415,7 @@ mod tests {
             lat_sum_ns: 40,
             lat_max_ns: 12,
             injected: 0,
+            ..Default::default()
         };
         let mut h = [0u64; 32];
         h[3] = 4;
@@ -518,6 +519,7 @@ mod tests {
             lat_sum_ns: 3000,
             lat_max_ns: 2000,
             injected: 0,
+            ..Default::default()
         };
         let mut h = [0u64; 32];
         h[10] = 2;

@@ -266,6 +266,7 @@ mod tests {
             lat_sum_ns: 30,
             lat_max_ns: 20,
             injected: 0,
+            ..Default::default()
         };
         let mut h = [0u64; 32];
         h[3] = 2;
