@@ -273,6 +273,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         graph: args.graph,
         inject: None,
         filters: Filters::default(),
+        filter: None,
     };
     execute(&shared, opts, |out, notes| {
         if args.json {
@@ -458,6 +459,7 @@ mod tests {
             exit: ExitSide::Session,
             skipped_engines: vec![(EngineKind::Global, "not this kernel".into())],
             select_time: Duration::from_micros(81_250),
+            filter: None,
         }
     }
 
@@ -579,6 +581,7 @@ mod tests {
             null_only_chains_left_out: None,
             graph: None,
             lost: Lost::default(),
+            filter: None,
             functions: vec![],
             stacks: None,
             latency: false,

@@ -65,7 +65,7 @@ pub const MAX_DEPTH: usize = 32;
 /// `struct trace_chain_event`: a 56-byte header and 24 bytes per frame.
 pub(crate) const CHAIN_SIZE: usize = 56 + 24 * MAX_DEPTH;
 /// Bits 33-34 of the attach cookie (`TRACE_COOKIE_RET_SHIFT`).
-const COOKIE_RET_SHIFT: u32 = 33;
+pub(crate) const COOKIE_RET_SHIFT: u32 = 33;
 /// The largest errno the kernel returns (`MAX_ERRNO`).
 const MAX_ERRNO: i64 = 4095;
 

@@ -18,6 +18,10 @@
 //! 6. [`Session::detach`], then [`Session::summary`]: a serializable
 //!    [`Summary`] with the busiest stacks symbolized.
 //!
+//! With [`TraceOptions::filter`] only the calls a filter passes are
+//! recorded, decided in the BPF program ([`filter`]: a small expression
+//! language on arguments, the return value, errno and latency).
+//!
 //! With [`TraceOptions::errors`] the programs keep each thread's calls in
 //! flight and report every chain of them that ends in an error
 //! ([`errors`]). With [`TraceOptions::inject`] fmod_ret programs make calls
@@ -32,6 +36,7 @@ mod btf;
 mod engine;
 pub mod errors;
 mod events;
+pub mod filter;
 pub mod graph;
 pub mod inject;
 mod listings;
@@ -83,6 +88,10 @@ pub enum Error {
     /// allow it on, the list unreadable, ...).
     #[error(transparent)]
     Inject(#[from] inject::InjectError),
+    /// The filter does not fit the functions (an argument none of them
+    /// has, a value out of its range, ...): where, and why.
+    #[error(transparent)]
+    Filter(#[from] filter::FilterError),
     /// [`Control::cancel`] was set before the attach was done; nothing stays
     /// attached.
     #[error("interrupted while attaching (everything attached so far was detached)")]
@@ -204,12 +213,29 @@ pub struct TraceOptions {
     pub inject: Option<inject::Injection>,
     /// Which calls count (process, cgroup, task name).
     pub filters: Filters,
+    /// Which calls are recorded, by their arguments, return value, errno
+    /// and latency (see [`filter`]).
+    pub filter: Option<filter::Filter>,
 }
 
 impl TraceOptions {
-    /// Latency and return values need the exit side of each call.
+    /// Latency and return values need the exit side of each call (so does
+    /// a filter on them).
     pub fn needs_exit(&self) -> bool {
-        self.latency || self.capture || self.errors || self.graph
+        self.latency
+            || self.capture
+            || self.errors
+            || self.graph
+            || self.filter.as_ref().is_some_and(filter::Filter::needs_exit)
+    }
+
+    /// Arguments must be read at a function's exit: the filter tests one
+    /// with the return value, errno or latency, or arguments are captured
+    /// with a filter decided at the exit (their entry event is sent then).
+    pub fn args_at_exit(&self) -> bool {
+        self.filter
+            .as_ref()
+            .is_some_and(|f| f.reads_args_at_exit() || (self.capture && f.needs_exit()))
     }
 }
 
@@ -227,6 +253,8 @@ pub struct Plan {
     pub skipped_engines: Vec<(EngineKind, String)>,
     /// How long the selection took.
     pub select_time: Duration,
+    /// The filter in the program's form for the selection.
+    pub filter: Option<filter::CompiledFilter>,
 }
 
 /// Steps 1–3: selects the functions and chooses the engine (probing the
@@ -236,13 +264,23 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
     if opts.inject.is_some() && (needs_exit || opts.kstack || opts.ustack) {
         return Err(inject::InjectError::Combined.into());
     }
+    if opts.inject.is_some() && opts.filter.is_some() {
+        return Err(Error::Options(
+            "a filter does not apply to error injection (it chooses calls by chance and count)",
+        ));
+    }
     // One vmlinux BTF parse for the engine probes and the selection, with
     // the listings globs need read meanwhile.
     let t0 = Instant::now();
     let pending = select::start_listings(&opts.patterns);
     let btf = crate::features::KernelBtf::load();
     let btf_time = t0.elapsed();
-    let choice = engine::choose(opts.engine, needs_exit, opts.inject.is_some(), &btf)?;
+    let need = engine::Needs {
+        exit: needs_exit,
+        args_at_exit: opts.args_at_exit(),
+        inject: opts.inject.is_some(),
+    };
+    let choice = engine::choose(opts.engine, need, &btf)?;
     // Read before selecting: an unreadable list fails fast.
     let injectable = opts
         .inject
@@ -271,6 +309,12 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
             return Err(SelectError::AllDropped { dropped }.into());
         }
     }
+    // Names resolve per function: nothing is loaded before they do.
+    let filter = opts
+        .filter
+        .as_ref()
+        .map(|f| f.compile(&selection.funcs, choice.kind != EngineKind::KprobeMulti))
+        .transpose()?;
     Ok(Plan {
         opts,
         selection,
@@ -278,6 +322,7 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
         exit: choice.exit,
         skipped_engines: choice.skipped,
         select_time: btf_time + t1.elapsed(),
+        filter,
     })
 }
 
@@ -308,6 +353,8 @@ pub struct Tracer {
     pub disarm_error: Option<String>,
     /// Recursion misses read just before the programs were closed.
     misses_at_detach: Option<u64>,
+    /// The filter, as compiled for the selection.
+    filter: Option<filter::CompiledFilter>,
     links: usize,
     // Declared before `obj`: programs and links go before the maps.
     backend: Box<dyn Engine>,
@@ -326,6 +373,7 @@ impl Plan {
             exit,
             skipped_engines,
             select_time,
+            filter,
         } = self;
         let n = selection.funcs.len();
         let capture = opts.capture && selection.funcs.iter().any(|f| f.exact);
@@ -340,8 +388,9 @@ impl Plan {
             graph: opts.graph,
             inject: opts.inject.clone(),
             filters: opts.filters.clone(),
-            filter: None,
+            filter: filter.as_ref().map(filter::CompiledFilter::code),
         };
+        let ret_class = opts.errors || filter.as_ref().is_some_and(|f| f.errno);
         let t0 = Instant::now();
         let obj = TraceObject::load(&cfg, &kind.entries(exit, opts.inject.is_some()))?;
         let prepare_time = t0.elapsed();
@@ -355,7 +404,7 @@ impl Plan {
                 } else {
                     0
                 };
-                let ret = if opts.errors {
+                let ret = if ret_class {
                     errors::RetClass::of(f.proto.ret).cookie_bits()
                 } else {
                     0
@@ -401,6 +450,7 @@ impl Plan {
             breakdown: backend.breakdown(),
             disarm_error: None,
             misses_at_detach: None,
+            filter,
             links: backend.links(),
             opts,
             selection,
@@ -436,6 +486,11 @@ impl Tracer {
     /// Links while attached (kept after detach, for the summary).
     pub fn nr_links(&self) -> usize {
         self.links
+    }
+
+    /// The filter, as compiled for the selection.
+    pub fn filter(&self) -> Option<&filter::CompiledFilter> {
+        self.filter.as_ref()
     }
 
     /// Counters and histograms since attach, summed over CPUs.

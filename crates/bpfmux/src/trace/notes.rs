@@ -12,6 +12,7 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use super::engine::ExitSide;
+use super::filter::CompiledFilter;
 use super::select::Selection;
 use super::summary::Summary;
 use super::{Plan, Tracer};
@@ -155,6 +156,12 @@ impl Notes {
         } else {
             format!("{p}nothing lost (ring buffers, stacks, nesting, recursion guard)")
         });
+        if let Some(f) = &s.filter {
+            lines.push(format!(
+                "{p}filter `{}` passed {} of {} calls",
+                f.expression, f.passed, f.seen
+            ));
+        }
         if let Some(n) = s.null_only_chains_left_out.filter(|&n| n > 0) {
             lines.push(format!(
                 "{p}left out {n} error chain{} that only ended in NULL (no traced caller \
@@ -187,6 +194,9 @@ impl Notes {
             "{}{n} function{s} with engine {}{dropped}",
             self.prefix, plan.engine
         )];
+        if let Some(f) = &plan.filter {
+            out.extend(self.filter_lines(f, sel));
+        }
         if self.detail == Detail::Brief {
             return out;
         }
@@ -240,6 +250,59 @@ impl Notes {
         ));
         if self.detail > Detail::Brief {
             out.extend(attach_time_lines(t));
+        }
+        out
+    }
+
+    /// The functions the filter never passes (the first 10, all with
+    /// [`Detail::Full`]); beyond [`Detail::Brief`], its programs.
+    fn filter_lines(&self, f: &CompiledFilter, sel: &Selection) -> Vec<String> {
+        let mut out = Vec::new();
+        let lacking = f.lacking();
+        if !lacking.is_empty() {
+            let shown = if self.detail == Detail::Full {
+                usize::MAX
+            } else {
+                10
+            };
+            let names: Vec<String> = lacking
+                .iter()
+                .take(shown)
+                .map(|l| {
+                    let name = sel
+                        .funcs
+                        .get(l.index)
+                        .map_or_else(String::new, |f| f.display_name());
+                    format!("{name} ({})", l.why)
+                })
+                .collect();
+            let more = match lacking.len().saturating_sub(shown) {
+                0 => String::new(),
+                k => format!(", ... {k} more{}", self.hint_suffix(Hint::ListAll)),
+            };
+            out.push(format!(
+                "{}warning: the filter never passes {} function{} lacking what it reads: {}{more}",
+                self.prefix,
+                lacking.len(),
+                if lacking.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            ));
+        }
+        if self.detail > Detail::Brief {
+            let (entry, exit) = f.listing();
+            let side = |ops: Vec<String>| {
+                if ops.is_empty() {
+                    "-".to_string()
+                } else {
+                    ops.join("; ")
+                }
+            };
+            out.push(format!(
+                "  filter {}: at entry {}; at exit {}",
+                f.text(),
+                side(entry),
+                side(exit)
+            ));
         }
         out
     }

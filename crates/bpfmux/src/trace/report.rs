@@ -448,6 +448,7 @@ mod tests {
             null_only_chains_left_out: None,
             graph: None,
             lost: Lost::default(),
+            filter: None,
             functions: vec![FunctionTotals::new("vfs_read", &s, Some(&h))],
             stacks: None,
             latency: true,

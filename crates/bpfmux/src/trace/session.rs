@@ -20,7 +20,7 @@ use super::graph;
 use super::output;
 use super::report::{Interval, Report};
 use super::summary::{
-    ms, symbolized_stacks, AttachBreakdown, FunctionTotals, Lost, Skipped, Summary,
+    ms, symbolized_stacks, AttachBreakdown, FilterTotals, FunctionTotals, Lost, Skipped, Summary,
 };
 use super::{Error, Tracer};
 
@@ -261,6 +261,12 @@ impl Session {
                 nesting: snap.lost_depth,
                 recursion_misses: t.recursion_misses(),
             },
+            filter: t.filter().map(|f| FilterTotals {
+                expression: f.text().to_string(),
+                seen: snap.stats.iter().map(|s| s.filter_seen).sum(),
+                passed: snap.stats.iter().map(|s| s.calls).sum(),
+                functions_never_passed: f.lacking().len(),
+            }),
             functions,
             stacks,
             latency: snap.hist.is_some(),

@@ -70,6 +70,9 @@ pub struct Summary {
     pub null_only_chains_left_out: Option<u64>,
     /// What could not be recorded.
     pub lost: Lost,
+    /// The filter, and how many calls it passed of those it saw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<FilterTotals>,
     /// Functions called at least once, busiest first.
     pub functions: Vec<FunctionTotals>,
     /// The busiest stacks, symbolized, when stacks were counted.
@@ -135,6 +138,20 @@ impl Lost {
         self.events + self.chains + self.graph + self.stacks + self.nesting + self.recursion_misses
             > 0
     }
+}
+
+/// What a filter did over the run.
+#[derive(Clone, Debug, Serialize)]
+pub struct FilterTotals {
+    /// The filter as written (with a latency floor).
+    pub expression: String,
+    /// Calls it looked at (those the process, cgroup and task name
+    /// filters let through).
+    pub seen: u64,
+    /// Calls it passed: the calls counted.
+    pub passed: u64,
+    /// Functions it never passes (they lack an argument it names).
+    pub functions_never_passed: usize,
 }
 
 /// One function's totals since attach.

@@ -200,14 +200,31 @@ impl FromStr for EngineKind {
     }
 }
 
+/// What a run asks of an engine.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Needs {
+    /// The exit side of each call (latency, return values, a filter on them).
+    pub exit: bool,
+    /// Arguments read at a function's exit (a filter testing one with the
+    /// return value, errno or latency; arguments captured with such a filter).
+    pub args_at_exit: bool,
+    /// Error injection (fmod_ret), no exit side.
+    pub inject: bool,
+}
+
 /// How an engine would run here (its exit side), or why it cannot, from
-/// the probes it needs (`inject`: error injection, no exit side).
-pub fn check(
-    kind: EngineKind,
-    needs_exit: bool,
-    inject: bool,
-    btf: &KernelBtf,
-) -> Result<ExitSide, String> {
+/// the probes it needs and what it can do.
+pub fn check(kind: EngineKind, need: Needs, btf: &KernelBtf) -> Result<ExitSide, String> {
+    let (needs_exit, inject) = (need.exit, need.inject);
+    if need.args_at_exit && kind == EngineKind::KprobeMulti {
+        return Err(
+            "kprobe.session reads no arguments at a function's exit, which the \
+                    filter needs (an argument tested in one `||` or `!` with ret, errno or \
+                    latency, or arguments captured with a filter on those); engines that \
+                    read them there: global, tracing-multi, fentry-each"
+                .into(),
+        );
+    }
     let mut why = Vec::new();
     let needed = if inject {
         kind.inject_features().map_err(str::to_string)?
@@ -258,13 +275,12 @@ pub struct Choice {
 /// the caller selects functions with too: one parse per run.
 pub fn choose(
     requested: Option<EngineKind>,
-    needs_exit: bool,
-    inject: bool,
+    need: Needs,
     btf: &KernelBtf,
 ) -> Result<Choice, ChooseError> {
     features::quiet_libbpf();
     if let Some(kind) = requested {
-        return match check(kind, needs_exit, inject, btf) {
+        return match check(kind, need, btf) {
             Ok(exit) => Ok(Choice {
                 kind,
                 exit,
@@ -275,7 +291,7 @@ pub fn choose(
     }
     let mut skipped = Vec::new();
     for kind in EngineKind::ALL {
-        match check(kind, needs_exit, inject, btf) {
+        match check(kind, need, btf) {
             Ok(exit) => {
                 return Ok(Choice {
                     kind,
