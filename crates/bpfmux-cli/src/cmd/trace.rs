@@ -45,6 +45,28 @@ failure that was reported. Chains that end in NULL with no such caller are left
 out and counted at the end; --null all prints them too. Chains ending in an
 errno are always printed.
 
+--filter EXPR records only the calls the expression passes, decided in the BPF
+program before anything is counted or sent:
+  values   ret, errno (-ret for a -4095..-1 return of a signed or pointer
+           function, else 0), latency (with a unit: ns, us, ms, s), and an
+           argument of the traced function by its BTF name (one of its first
+           six: integers, enums, bools, pointers; signed types compare signed)
+  tests    value CMP literal (== != < <= > >=), value & MASK [CMP literal],
+           or a value alone (not zero); literals: 4096, 0x80, -1, EINVAL, 1ms,
+           true, false (strings are not supported yet)
+  logic    !, &&, || and parentheses
+Tests on arguments only are decided at the entry (every engine); with ret,
+errno or latency the calls are counted, and their stacks and --args entry
+events taken, when they return. An argument tested in one || or ! with ret,
+errno or latency (or --args with such a filter) is read at the exit, which
+kprobe-multi cannot. A function that lacks an argument the filter names never
+passes (a warning names it); a name no selected function has is an error.
+--min-latency DUR adds `&& latency >= DUR`. With --errors the filter chooses
+the failing calls that start a chain; with --graph the calls counted under
+their path (callers are shown either way). The summary says how many calls
+the filter passed of those it saw. An error points at the offending token;
+nothing is attached then.
+
 --graph counts, on the same call stacks, each call under its path of traced
 callers and prints the tree at the end: a node per function under one chain of
 callers, its calls folded (vfs_read ×5000), inclusive time and exclusive time
@@ -75,6 +97,14 @@ Examples:
                                              the chain of calls that failed, with -ENOENT
   bpfmux trace --errors 'ext4_*' --comm tar  every failing chain of ext4 calls tar makes
   bpfmux trace --errors --null all -d 5 '*'  every failing chain, NULL-only ones too
+  bpfmux trace --filter 'errno == ENOENT' -c 'cat /nope' do_sys_openat2
+                                             count only the calls that fail with ENOENT
+  bpfmux trace --filter 'count > 4096 && ret > 0' vfs_read vfs_write
+                                             large reads and writes that succeeded
+  bpfmux trace --min-latency 10ms --latency 'ext4_*'
+                                             only calls of 10 ms or more, with histograms
+  bpfmux trace --errors --filter 'errno == EINVAL' 'vfs_*'
+                                             only the error chains that end in EINVAL
   bpfmux trace --graph -c 'ls /' 'vfs_*' '__x64_sys_*' 'ext4_*'
                                              the call tree of those functions for one command
   bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)
@@ -121,6 +151,14 @@ pub struct Args {
     /// inclusive and exclusive time per node, repeats folded (best with -c).
     #[arg(short = 'G', long)]
     graph: bool,
+    /// Record only the calls this expression passes, decided in the kernel
+    /// (e.g. 'errno == EINVAL', 'count > 4096 && latency > 1ms'; below).
+    #[arg(short = 'F', long, value_name = "EXPR", value_parser = parse_filter)]
+    filter: Option<trace::filter::Filter>,
+    /// Record only the calls that take at least this long (e.g. 10ms, 1.5us;
+    /// units ns, us, ms, s): `latency >= DUR` added to --filter.
+    #[arg(long, value_name = "DUR", value_parser = parse_min_latency)]
+    min_latency: Option<Duration>,
     #[command(flatten)]
     which: Which,
     /// JSON lines: one object per interval (or event, or error chain), then
@@ -133,6 +171,34 @@ pub struct Args {
     /// Say which functions were dropped and why (-vv: list every one).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+}
+
+impl Args {
+    /// `--filter` and `--min-latency` as one filter.
+    fn filter(&self) -> Option<trace::filter::Filter> {
+        match (self.filter.clone(), self.min_latency) {
+            (Some(f), Some(d)) => Some(f.and_min_latency(d)),
+            (None, Some(d)) => Some(trace::filter::Filter::min_latency(d)),
+            (f, None) => f,
+        }
+    }
+}
+
+/// `--filter`: its syntax now, its names once the functions are known.
+fn parse_filter(s: &str) -> Result<trace::filter::Filter, String> {
+    trace::filter::Filter::parse(s).map_err(|e| filter_error(&e))
+}
+
+/// A filter error as the CLI prints it: the message, then the expression
+/// with a caret under the offending token.
+fn filter_error(e: &trace::filter::FilterError) -> String {
+    format!("{e}\n{}", e.pointer("  "))
+}
+
+/// `--min-latency`: a number and a unit.
+fn parse_min_latency(s: &str) -> Result<Duration, String> {
+    trace::filter::parse_duration(s)
+        .ok_or_else(|| format!("{s:?} is not a duration (a number and a unit: 10ms, 1.5us, 2s)"))
 }
 
 /// `--null`: which NULL returns make an error chain.
@@ -194,9 +260,11 @@ fn hints(h: Hint) -> Option<&'static str> {
 }
 
 /// The library's error, with the CLI's hint where the library leaves room
-/// for one: every match dropped, more than the message lists.
+/// for one: every match dropped, more than the message lists; a filter's
+/// error with the expression and a caret under the offending token.
 fn with_hints(e: trace::Error) -> anyhow::Error {
     match e {
+        trace::Error::Filter(e) => anyhow::anyhow!("--filter: {}", filter_error(&e)),
         trace::Error::Select(SelectError::AllDropped { dropped }) => anyhow::anyhow!(
             "no traceable function left after filtering ({} matched, all dropped{})",
             dropped.len(),
@@ -273,7 +341,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         graph: args.graph,
         inject: None,
         filters: Filters::default(),
-        filter: None,
+        filter: args.filter(),
     };
     execute(&shared, opts, |out, notes| {
         if args.json {
@@ -399,7 +467,11 @@ pub(super) fn execute(
 /// `--list`: the selection only, no engine, nothing loaded.
 fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Result<()> {
     let t0 = Instant::now();
-    let needs_exit = args.latency || args.args || args.errors || args.graph;
+    let needs_exit = args.latency
+        || args.args
+        || args.errors
+        || args.graph
+        || args.filter().is_some_and(|f| f.needs_exit());
     // No engine is chosen here; one named with --engine is taken at its word.
     let global = inputs::engine(args.engine.as_deref())? == Some(EngineKind::Global);
     let opts = SelectOptions {
@@ -408,6 +480,11 @@ fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Resu
     };
     let sel = trace::select(patterns, excludes, opts).map_err(|e| with_hints(e.into()))?;
     let select_time = t0.elapsed();
+    // The filter's names and values against the functions, as an attach would.
+    if let Some(f) = args.filter() {
+        f.compile(&sel.funcs, true)
+            .map_err(|e| anyhow::anyhow!("--filter: {}", filter_error(&e)))?;
+    }
     let mut out = crate::out::stdout();
     for f in &sel.funcs {
         writeln!(out, "{}", f.display_name())?;
@@ -517,6 +594,42 @@ mod tests {
     }
 
     #[test]
+    fn plan_notes_name_functions_the_filter_never_passes() {
+        use bpfmux::trace::{Func, Param, Proto, ValueKind};
+        // One int argument, returning an int.
+        let func = |name: &str, arg: &str| Func {
+            scope: Scope::Vmlinux,
+            name: name.into(),
+            btf_id: 1,
+            proto: Proto {
+                params: vec![Param {
+                    name: arg.into(),
+                    kind: ValueKind::Signed(32),
+                }],
+                ret: ValueKind::Signed(32),
+            },
+            exact: true,
+            addr: None,
+        };
+        let mut p = plan(0);
+        p.selection.funcs = vec![func("f", "count"), func("g", "flags")];
+        let filter = bpfmux::trace::filter::Filter::parse("count > 1 && ret < 0").unwrap();
+        p.filter = Some(filter.compile(&p.selection.funcs, true).unwrap());
+        assert_eq!(
+            said("bpfmux trace", 0, |n| n.planned(&p).unwrap()),
+            "bpfmux trace: 2 functions with engine kprobe-multi\n\
+             bpfmux trace: warning: the filter never passes 1 function lacking what it \
+             reads: g (no argument `count`)\n"
+        );
+        let verbose = said("bpfmux trace", 1, |n| n.planned(&p).unwrap());
+        assert_eq!(
+            verbose.lines().nth(2),
+            Some("  filter count > 1 && ret < 0: at entry count > 1; at exit ret < 0"),
+            "{verbose}"
+        );
+    }
+
+    #[test]
     fn all_dropped_says_how_to_see_why() {
         let dropped = selection(7).dropped;
         let e = super::with_hints(bpfmux::trace::SelectError::AllDropped { dropped }.into());
@@ -602,6 +715,20 @@ mod tests {
                  skipped by the kernel's recursion guard"
             )
         );
+        // --filter: what it passed of what it saw.
+        s.filter = Some(bpfmux::trace::summary::FilterTotals {
+            expression: "errno == ESRCH".into(),
+            seen: 1000,
+            passed: 37,
+            functions_never_passed: 0,
+        });
+        assert_eq!(
+            said("bpfmux trace", 0, |n| n.summary(&s).unwrap())
+                .lines()
+                .nth(2),
+            Some("bpfmux trace: filter `errno == ESRCH` passed 37 of 1000 calls")
+        );
+        s.filter = None;
         // --errors: NULL-only chains left out, and the option that shows them.
         s.null_only_chains_left_out = Some(1756);
         assert_eq!(
@@ -612,6 +739,57 @@ mod tests {
                 "bpfmux trace: left out 1756 error chains that only ended in NULL (no traced \
                  caller failed with an errno) (--null all shows them)"
             )
+        );
+    }
+
+    #[test]
+    fn filter_errors_point_at_the_token_before_anything_runs() {
+        use clap::Parser;
+
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            trace: super::Args,
+        }
+        let parse = |a: &[&str]| Cli::try_parse_from([&["bpfmux"], a].concat()).map(|c| c.trace);
+        let e = parse(&["--filter", "count > 1 && (ret < 0", "f"])
+            .err()
+            .expect("an unclosed parenthesis");
+        let text = e.to_string();
+        assert!(
+            text.contains(
+                "column 14: this `(` is never closed\n  count > 1 && (ret < 0\n               ^\n"
+            ),
+            "{text}"
+        );
+        let e = parse(&["--min-latency", "10", "f"]).err().expect("no unit");
+        assert!(
+            e.to_string()
+                .contains("\"10\" is not a duration (a number and a unit: 10ms, 1.5us, 2s)"),
+            "{e}"
+        );
+        // Both: one filter, the floor after the expression.
+        let t = parse(&["--filter", "a > 1 || b", "--min-latency", "1.5ms", "f"]).unwrap();
+        assert_eq!(
+            t.filter().map(|f| f.text()),
+            Some("(a > 1 || b) && latency >= 1500us".to_string())
+        );
+        let t = parse(&["--min-latency", "2s", "f"]).unwrap();
+        assert_eq!(
+            t.filter().map(|f| f.text()),
+            Some("latency >= 2s".to_string())
+        );
+        assert!(parse(&["f"]).unwrap().filter().is_none());
+        // A library error names the option and draws the caret.
+        let lib = bpfmux::trace::filter::Filter::parse("cnt > 1")
+            .unwrap()
+            .compile(&[], true)
+            .unwrap_err();
+        let shown = format!("{:#}", super::with_hints(bpfmux::trace::Error::Filter(lib)));
+        assert!(
+            shown.starts_with("--filter: column 1: unknown argument `cnt`")
+                && shown.ends_with("\n  cnt > 1\n  ^^^"),
+            "{shown}"
         );
     }
 
