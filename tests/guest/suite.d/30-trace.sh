@@ -5,7 +5,8 @@
 # (NULL-only chains left out unless --null all),
 # --graph call trees with exact counts per node, no program left behind by a traced call
 # that sleeps past the run (trace-sleeper-*),
-# bpfmux inject failing exactly --times calls and refusing functions not on the list.
+# bpfmux inject failing exactly --times calls and refusing functions not on the list,
+# --filter/--min-latency deciding in the kernel which calls count (trace-filter-*).
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
@@ -25,6 +26,7 @@ if on ours; then
 	run trace-errors-global tc errors global
 	run trace-nulls-global tc nulls global
 	run trace-graph-global tc graph global
+	run trace-filter-global tc filter global
 	run trace-sleeper-global tc sleeper global
 	# bpfmux inject: fmod_ret.multi through the global trampoline and the plain backend,
 	# one fmod_ret per function, and the automatic choice.
@@ -59,6 +61,9 @@ if on ours stock-7.3; then
 	for e in tracing-multi kprobe-multi fentry-each; do
 		run "trace-sleeper-$e" tc sleeper "$e"
 	done
+	for e in tracing-multi kprobe-multi fentry-each; do
+		run "trace-filter-$e" tc filter "$e"
+	done
 fi
 # Stock 6.12 has no tracing_multi: the automatic choice falls back to kprobe.multi.
 if on stock-6.12; then
@@ -71,6 +76,8 @@ if on stock-6.12; then
 	run trace-latency-fentry-each tc count fentry-each --latency
 	run trace-sleeper-kprobe-multi tc sleeper kprobe-multi
 	run trace-sleeper-fentry-each tc sleeper fentry-each
+	run trace-filter-kprobe-multi tc filter kprobe-multi
+	run trace-filter-fentry-each tc filter fentry-each
 	run trace-no-tracing-multi tc unavailable tracing-multi
 fi
 run trace-glob-kprobe-multi tc glob kprobe-multi 300 'vfs_*' '__x64_sys_*'

@@ -22,6 +22,18 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              see them; with --null all, 5 NULL chains of that one call; with
                              __x64_sys_getpgid traced too, 5 chains getpgid -3 ESRCH >
                              find_task_by_vpid NULL, none left out
+  filter ENGINE              --filter/--min-latency in the kernel: of 1000 getpgid exactly the 37
+                             of a missing pid pass 'errno == ESRCH' (963 pass 'ret >= 0'; the
+                             summary sees 1000); find_task_by_vpid's `vnr` picks exactly the
+                             37 missing and the 11 negative pids (signed, widened), alone and
+                             with `ret == 0`; in one || with ret only on trampoline engines
+                             (kprobe-multi: refused, nothing attached); --args, --stacks,
+                             --errors and --graph record only what passed (the graph keeps
+                             callers, a warning names the function lacking `vnr`);
+                             --min-latency 100ms keeps exactly the 5 of 100 nanosleeps of
+                             200 ms; bad filters (unknown name, type mismatch, unclosed `(`,
+                             string on an integer, out of range) each exit != 0 with the
+                             column and a caret, nothing attached
   graph ENGINE               --graph under -c of 5000 sigaction queries and 1000 getpgid: the
                              tree is exactly __x64_sys_rt_sigaction x5000 > do_sigaction x5000
                              and __x64_sys_getpgid x1000, every node's exclusive time its
@@ -340,6 +352,148 @@ def t_graph(bpfmux, trigger, engine):
                 rf"__x64_sys_getpgid \u00d7{GETPGID} "]:
         check(p.returncode == 0 and any(re.match(pat + r" *\S+ incl +\S+ excl$", l) for l in lines),
               f"text: a line {pat!r} with inclusive and exclusive times")
+
+
+FILTER_MISSING, FILTER_NEGATIVE, FILTER_SELF, FILTER_GETPGID = 37, 11, 20, 963
+SLEEPS, SLEEPS_LONG = 95, 5
+FIND = "find_task_by_vpid"
+
+
+def filter_totals(s):
+    return (s.get("filter") or {}).get("seen"), (s.get("filter") or {}).get("passed")
+
+
+def t_filter(bpfmux, trigger, engine):
+    """--filter and --min-latency decide in the kernel which calls are recorded."""
+    # kprobe.session reads no argument at a function's exit (auto then takes another engine).
+    kprobe = engine == "kprobe-multi"
+    # errno: of 1000 getpgid calls, exactly the 37 of a pid that cannot exist fail (ESRCH).
+    work = f"getpgid {FILTER_GETPGID} getpgid-missing {FILTER_MISSING}"
+    total = FILTER_GETPGID + FILTER_MISSING
+    for flt, extra, want in [("errno == ESRCH", [], FILTER_MISSING),
+                             ("ret >= 0", [], FILTER_GETPGID),
+                             ("!errno", ["--latency"], FILTER_GETPGID)]:
+        _, s = traced(bpfmux, trigger, engine, ["--filter", flt, *extra], ["__x64_sys_getpgid"],
+                      work)
+        if not s:
+            continue
+        check_engine(bpfmux, engine, s)
+        f = calls(s, "__x64_sys_getpgid")
+        check(f.get("calls") == want, f"--filter '{flt}': {f.get('calls')} calls (want {want})")
+        check(filter_totals(s) == (total, want) and s["filter"]["expression"] == flt,
+              f"--filter '{flt}': summary filter {s.get('filter')} (want seen {total}, "
+              f"passed {want})")
+        if extra:
+            lat = f.get("latency_ns", {})
+            check(lat.get("count") == want and sum(lat.get("log2_hist", [])) == want,
+                  f"--filter '{flt}' --latency: {lat.get('count')} latencies (want {want})")
+    # An argument by its BTF name (find_task_by_vpid(pid_t vnr)): signed, widened from 32
+    # bits; with the return value (split at the top-level &&: kprobe-multi too).
+    work = (f"getpgid-missing {FILTER_MISSING} getpgid-negative {FILTER_NEGATIVE} "
+            f"getpgid-self {FILTER_SELF}")
+    cases = [("vnr == 2147483647", FILTER_MISSING), ("vnr < 0", FILTER_NEGATIVE),
+             ("vnr == 0x7fffffff && ret == 0", FILTER_MISSING)]
+    # An argument in one || with the return value: read at the exit, not by kprobe.session.
+    mixed = "vnr == 2147483647 || (vnr < 0 && ret == 0)"
+    if not kprobe:
+        cases.append((mixed, FILTER_MISSING + FILTER_NEGATIVE))
+    for flt, want in cases:
+        _, s = traced(bpfmux, trigger, engine, ["--filter", flt], [FIND], work)
+        if not s:
+            continue
+        got = calls(s, FIND).get("calls")
+        check(got == want, f"--filter '{flt}': {got} calls of {FIND} (want {want})")
+        seen, passed = filter_totals(s)
+        least = FILTER_MISSING + FILTER_NEGATIVE + FILTER_SELF
+        check(passed == want and seen is not None and seen >= least,
+              f"--filter '{flt}': the summary saw {seen}, passed {passed} (want >= {least}, "
+              f"{want})")
+    if kprobe:
+        p = run(bpfmux, [*engine_args(engine), "--json", "--filter", mixed, "-c",
+                         f"{trigger} {work}", FIND])
+        check(p.returncode != 0 and "reads no arguments at a function's exit" in p.stderr
+              and "attached" not in p.stderr,
+              f"kprobe-multi, '{mixed}': exit {p.returncode}, says it cannot read arguments "
+              "at the exit, nothing attached")
+    # --args: only the calls the filter passes make events; with a return-value term the
+    # entry event comes at the exit, just before the exit event (trampolines only).
+    for flt in ["vnr < 0"] + ([] if kprobe else ["vnr < 0 && ret == 0"]):
+        objs, s = traced(bpfmux, trigger, engine, ["--args", "--filter", flt], [FIND], work)
+        if not s:
+            continue
+        ev = [o for o in objs if o.get("type") == "event" and o["function"] == FIND]
+        kinds = [e["kind"] for e in ev]
+        check(kinds == ["entry", "exit"] * FILTER_NEGATIVE,
+              f"--args --filter '{flt}': {len(ev)} events, entry/exit pairs (want "
+              f"{FILTER_NEGATIVE} of each)")
+        vnrs = {str(e["args"].get("vnr")) for e in ev if e["kind"] == "entry"}
+        check(vnrs == {"-1"}, f"--args --filter '{flt}': entry events have vnr {vnrs} (want -1)")
+    # --stacks: the stacks of the calls that passed, taken at the return with an errno term.
+    _, s = traced(bpfmux, trigger, engine, ["--stacks", "--filter", "errno == ESRCH"],
+                  ["__x64_sys_getpgid"],
+                  f"getpgid {FILTER_GETPGID} getpgid-missing {FILTER_MISSING}")
+    if s:
+        st = [k for k in s.get("stacks") or [] if k["function"] == "__x64_sys_getpgid"]
+        n = sum(k["count"] for k in st)
+        check(n == FILTER_MISSING and len(st) < 10,
+              f"--stacks --filter 'errno == ESRCH': {n} calls in {len(st)} stacks (want "
+              f"{FILTER_MISSING})")
+    # --errors: the filter chooses which failing calls start a chain. A NULL of
+    # find_task_by_vpid carries no errno: each chain is getpgid's ESRCH alone.
+    pair = ["__x64_sys_getpgid", FIND]
+    work2 = f"getpgid {FILTER_GETPGID} getpgid-missing {FILTER_MISSING}"
+    objs, s = traced(bpfmux, trigger, engine, ["--errors", "--filter", "errno == ESRCH"], pair,
+                     work2)
+    if s:
+        chains = [o for o in objs if o.get("type") == "error"]
+        heads = {(c.get("function"), c.get("error"), len(c.get("calls", []))) for c in chains}
+        check(len(chains) == FILTER_MISSING and heads == {("__x64_sys_getpgid", "ESRCH", 1)},
+              f"--errors --filter 'errno == ESRCH': {len(chains)} chains {heads} (want "
+              f"{FILTER_MISSING} of ('__x64_sys_getpgid', 'ESRCH', 1 call))")
+    # --graph: calls counted under their path of callers, callers shown either way;
+    # getpgid has no `vnr`: it never passes, and a warning says so.
+    for flt, want in [("errno == ESRCH", [("__x64_sys_getpgid", FILTER_MISSING, [])]),
+                      ("vnr == 2147483647",
+                       [("__x64_sys_getpgid", 0, [(FIND, FILTER_MISSING, [])])])]:
+        _, s = traced(bpfmux, trigger, engine, ["--graph", "--filter", flt], pair, work2)
+        if not s:
+            continue
+        g = graph_shape(s.get("graph") or [])
+        check(g == want, f"--graph --filter '{flt}': {g} (want {want})")
+    check("never passes 1 function lacking what it reads: __x64_sys_getpgid (no argument "
+          "`vnr`)" in last_stderr, "a warning names the function that lacks `vnr`")
+    # Latency: 5 of 100 nanosleeps take 200 ms, the others 0 ns.
+    work = f"nanosleep0 {SLEEPS} nanosleep200ms {SLEEPS_LONG}"
+    for extra, want in [(["--min-latency", "100ms", "--latency"], SLEEPS_LONG),
+                        (["--filter", "latency < 100ms"], SLEEPS)]:
+        _, s = traced(bpfmux, trigger, engine, extra, ["__x64_sys_nanosleep"], work)
+        if not s:
+            continue
+        f = calls(s, "__x64_sys_nanosleep")
+        check(f.get("calls") == want and filter_totals(s) == (SLEEPS + SLEEPS_LONG, want),
+              f"{' '.join(extra)}: {f.get('calls')} calls, filter {s.get('filter')} (want "
+              f"{want} of {SLEEPS + SLEEPS_LONG})")
+        if "--latency" in extra:
+            lat = f.get("latency_ns", {})
+            h = lat.get("log2_hist", [])
+            check(lat.get("count") == want and sum(h[26:]) == want,
+                  f"--min-latency: {lat.get('count')} latencies, {sum(h[26:])} of them of "
+                  f"67 ms or more (want {want})")
+    # Bad filters: one clear error each, with the column and a caret; nothing attached.
+    for flt, said in [("nr == 5", "unknown argument `nr`: no selected function has it "
+                                  f"({FIND}(vnr))"),
+                      ("vnr == 1ms", "type mismatch: `1ms` is a duration"),
+                      ("(errno == ESRCH", "this `(` is never closed"),
+                      ('vnr == "abc"', "a string compares only with a string"),
+                      ("vnr == 4294967295", "out of range: 4294967295 is not a value of `vnr`")]:
+        p = run(bpfmux, [*engine_args(engine), "--json", "--filter", flt, "-c",
+                         f"{trigger} getpgid 1", FIND])
+        lines = p.stderr.splitlines()
+        caret = any(re.fullmatch(r" *\^+", l) for l in lines)
+        check(p.returncode != 0 and said in p.stderr and "column " in p.stderr and caret
+              and "attached" not in p.stderr and not p.stdout.strip(),
+              f"--filter '{flt}': exit {p.returncode}, says {said!r} at a column with a caret, "
+              "nothing attached")
 
 
 def run_inject(bpfmux, args):
@@ -819,7 +973,7 @@ def main():
      "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
-     "fds": t_fds, "star-sigint": t_star_sigint}[what](bpfmux, trigger, *rest)
+     "fds": t_fds, "star-sigint": t_star_sigint, "filter": t_filter}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 
 

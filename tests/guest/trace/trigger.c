@@ -12,7 +12,11 @@
  * getpgid-errors: getpgid(0) like getpgid, then prints "failed K errno E" (K calls failed,
  * E the errno of the last failure, 0 if none) for the error-injection checks;
  * getpgid-missing: getpgid(MISSING_PID) of a process that cannot exist (__x64_sys_getpgid
- * fails with -ESRCH because find_task_by_vpid returns NULL).
+ * fails with -ESRCH because find_task_by_vpid returns NULL); getpgid-negative: getpgid(-1)
+ * (find_task_by_vpid(-1) returns NULL too: -ESRCH); getpgid-self: getpgid(getpid()), which
+ * succeeds through find_task_by_vpid (the pid is read once, before the calls);
+ * nanosleep0: nanosleep of 0 ns, nanosleep200ms: nanosleep of 200 ms (__x64_sys_nanosleep,
+ * a known latency).
  * Nothing else in this program, its dynamic loader or libc's startup makes those system
  * calls, or an openat that fails.
  */
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 
@@ -66,6 +71,27 @@ int main(int argc, char **argv)
 					return 1;
 				}
 			}
+		} else if (!strcmp(argv[i], "getpgid-negative")) {
+			for (long k = 0; k < n; k++) {
+				if (syscall(SYS_getpgid, -1) >= 0 || errno != ESRCH) {
+					fprintf(stderr, "trigger: getpgid(-1) did not fail with ESRCH\n");
+					return 1;
+				}
+			}
+		} else if (!strcmp(argv[i], "getpgid-self")) {
+			long self = getpid();
+
+			for (long k = 0; k < n; k++) {
+				if (syscall(SYS_getpgid, self) < 0) {
+					fprintf(stderr, "trigger: getpgid(%ld) failed\n", self);
+					return 1;
+				}
+			}
+		} else if (!strcmp(argv[i], "nanosleep0") || !strcmp(argv[i], "nanosleep200ms")) {
+			struct timespec ts = { 0, strcmp(argv[i], "nanosleep0") ? 200000000L : 0 };
+
+			for (long k = 0; k < n; k++)
+				syscall(SYS_nanosleep, &ts, NULL);
 		} else if (!strcmp(argv[i], "sigaction")) {
 			struct sigaction old;
 
@@ -77,8 +103,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (argc < 3 || argc % 2 == 0) {
-		fprintf(stderr, "usage: trigger getpgid|getpgid-errors|getpgid-missing|getpriority|"
-			"sigaction|openat-missing N ...\n");
+		fprintf(stderr, "usage: trigger getpgid|getpgid-errors|getpgid-missing|"
+			"getpgid-negative|getpgid-self|getpriority|sigaction|openat-missing|"
+			"nanosleep0|nanosleep200ms N ...\n");
 		return 2;
 	}
 	return 0;
