@@ -79,6 +79,7 @@ OTHERS = [
     ("batchsym", "Exact-name and batch symbol attach (seed 003)"),
     ("procmap", "PROCMAP_QUERY address normalization (seed 004)"),
     ("trace-attach", "bpfmux trace: attach and detach per engine and size"),
+    ("trace-filter", "bpfmux trace --filter: instructions per call, filter false and true"),
 ]
 
 SEED_OTHERS = {

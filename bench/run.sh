@@ -11,7 +11,8 @@
 #   --phases     guest phases (bench/guest.sh; default "insn rates attach all allpf",
 #                quick: "insn rates attach")
 #   --no-others  skips the other bench/*/run.sh
-#   --others     which of them (default: procmap symcheck xdp xdpchain batchsym trace-attach)
+#   --others     which of them (default: procmap symcheck xdp xdpchain batchsym trace-attach
+#                trace-filter)
 #   --no-guests  only the other benchmarks (and the report from raw/)
 # env: BENCH_OUT (default bench/results, build/bench-quick with --quick), BPFMUX_CACHE,
 #   BENCH_<NAME>_ARGS: more arguments for bench/<name>/run.sh (NAME upper case, - as _),
@@ -21,7 +22,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 quick= kernels="ours stock-7.3 stock-6.12" others=1 guests=1 phase_list=
-other_list="procmap symcheck xdp xdpchain batchsym trace-attach"
+other_list="procmap symcheck xdp xdpchain batchsym trace-attach trace-filter"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=--quick ;;
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
 	--no-others) others= ;;
 	--others) other_list=${2:?--others needs a list}; shift ;;
 	--no-guests) guests= ;;
-	-h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
