@@ -78,8 +78,11 @@
 //! Each side becomes a postfix program of at most [`MAX_OPS`] operations
 //! in the BPF object's read-only data, set before load: tests push one
 //! bit, `!`, `&&` and `||` work on the top of that stack of bits. The BPF
-//! program runs it in an unrolled loop of constant length; the verifier
-//! reads the operations as constants and keeps only the code they take.
+//! program runs it in a bounded loop (at most [`MAX_OPS`] turns) that the
+//! verifier walks once per operation, reading each one as constants, so
+//! it follows one path through each; the tests compute their outcome
+//! without a branch, which keeps the verifier's work linear in their
+//! number.
 //! A map holds, per function, where each named argument (and `ret`) is and
 //! how to widen it ([`MAX_VARS`] of them at most).
 
