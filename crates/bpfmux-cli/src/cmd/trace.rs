@@ -605,6 +605,7 @@ mod tests {
                 params: vec![Param {
                     name: arg.into(),
                     kind: ValueKind::Signed(32),
+                    slots: 1,
                 }],
                 ret: ValueKind::Signed(32),
             },

@@ -1503,6 +1503,7 @@ mod tests {
                     .map(|(n, k)| Param {
                         name: (*n).into(),
                         kind: *k,
+                        slots: 1,
                     })
                     .collect(),
                 ret,
