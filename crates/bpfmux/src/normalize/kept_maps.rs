@@ -90,12 +90,7 @@ impl KeptMaps {
     }
 
     fn evict_oldest(&mut self) {
-        let oldest = self
-            .entries
-            .iter()
-            .min_by_key(|(_, e)| e.last_used)
-            .map(|(&pid, _)| pid);
-        if let Some(pid) = oldest {
+        if let Some(pid) = least_recently_used(&self.entries, |e| e.last_used) {
             self.entries.remove(&pid);
         }
     }
@@ -106,8 +101,19 @@ impl KeptMaps {
     }
 }
 
+/// The pid whose entry has the smallest `last_used` (the one to evict).
+pub(super) fn least_recently_used<V>(
+    entries: &HashMap<u32, V>,
+    last_used: impl Fn(&V) -> u64,
+) -> Option<u32> {
+    entries
+        .iter()
+        .min_by_key(|(_, v)| last_used(v))
+        .map(|(&pid, _)| pid)
+}
+
 /// `PF_FORKNOEXEC` of `pid`; `None` if the stat file is unreadable.
-fn forked_without_exec(pid: u32) -> Option<bool> {
+pub(super) fn forked_without_exec(pid: u32) -> Option<bool> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may itself
     // contain spaces and ')': state ppid pgrp session tty_nr tpgid flags.

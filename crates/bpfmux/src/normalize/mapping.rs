@@ -214,6 +214,14 @@ impl Mapping {
         self.inode != 0 || self.dev_major != 0 || self.dev_minor != 0
     }
 
+    /// Whether this is the vDSO (not a file: its image is in the process's
+    /// memory only).
+    pub(crate) fn is_vdso(&self) -> bool {
+        self.name
+            .as_deref()
+            .is_some_and(|n| n.as_os_str() == "[vdso]")
+    }
+
     /// Whether `addr` is in `[start, end)`.
     pub fn contains(&self, addr: u64) -> bool {
         self.start <= addr && addr < self.end

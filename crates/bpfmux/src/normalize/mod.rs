@@ -14,8 +14,13 @@
 //! and build IDs per file (`cache`). Both are on by default and opt-out.
 //! Cached VMAs go stale when the process maps or unmaps memory; call
 //! [`Normalizer::forget`] when that matters, or turn caching off.
+//!
+//! [`capture`] normalizes addresses as a tracer captures them, caching each
+//! process's mappings as long as its address space is the same, so that
+//! they can be symbolized after the process exited.
 
 mod build_id;
+pub mod capture;
 mod error;
 mod kept_maps;
 mod mapping;
