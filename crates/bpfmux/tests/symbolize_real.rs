@@ -11,6 +11,10 @@ use std::process::Command;
 
 use bpfmux::symbolize::{KernelSymbolizer, SymResult, Symbol, SymbolKind, UserSymbolizer};
 
+#[path = "common/vdso.rs"]
+mod vdso;
+use vdso::vdso_range;
+
 fn tool(cmd: &str, args: &[&str], input: Option<&str>) -> String {
     use std::io::Write;
     let mut c = Command::new(cmd)
@@ -233,21 +237,7 @@ fn inline_chains_match_addr2line() {
 
 #[test]
 fn vdso_is_named_from_the_process_image() {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let line = maps
-        .lines()
-        .find(|l| l.ends_with("[vdso]"))
-        .expect("a vDSO");
-    let (s, e) = line
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .split_once('-')
-        .unwrap();
-    let (start, end) = (
-        u64::from_str_radix(s, 16).unwrap(),
-        u64::from_str_radix(e, 16).unwrap(),
-    );
+    let (start, end) = vdso_range("self");
     // A copy for readelf, read independently of the library.
     let image = unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
     let file = std::env::temp_dir().join(format!("bpfmux-vdso-{}.so", std::process::id()));

@@ -132,7 +132,9 @@ impl CaptureStats {
 #[derive(Debug)]
 pub struct CapturedFile {
     name: Option<PathBuf>,
-    inode: u64,
+    /// Device and inode, as its mapping showed them.
+    pub(crate) dev: (u32, u32),
+    pub(crate) inode: u64,
     build_id: Option<BuildId>,
     /// `Err`: why it is not kept open.
     kept: Result<File, String>,
@@ -471,6 +473,7 @@ impl CaptureCache {
         let id = FileId(self.files.len() as u32);
         self.files.push(CapturedFile {
             name: m.name.clone(),
+            dev: (m.dev_major, m.dev_minor),
             inode: m.inode,
             build_id,
             kept,

@@ -6,7 +6,7 @@
 //! `.symtab`, `name@plt`). The vDSO is read from the process's memory.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use blazesym::symbolize::source::{Elf, Source};
@@ -15,6 +15,7 @@ use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolizer};
 use super::demangle::demangle;
 use super::elf_table::{ElfTable, EntryKind, Hit};
 use super::{vdso, InlinedFrame, SymResult, Symbol, SymbolKind, Symbolized};
+use crate::normalize::capture::{CaptureCache, FileId, Frame, Place};
 use crate::normalize::{mapped_file_path, Mapping, NormalizeError, Normalizer, VmaFilter};
 
 /// Symbol tables kept per file; dropped wholesale past this many.
@@ -117,7 +118,8 @@ impl UserSymbolizer {
         }
         for (mi, items) in by_mapping {
             let m = &norm.mappings[mi];
-            let results = self.lookup(pid, m, &items);
+            let offsets: Vec<u64> = items.iter().map(|&(_, off)| off).collect();
+            let results = self.lookup(pid, m, &offsets);
             for ((i, _), r) in items.iter().zip(results) {
                 out[*i].result = r;
             }
@@ -125,24 +127,111 @@ impl UserSymbolizer {
         Ok(out)
     }
 
-    fn lookup(&mut self, pid: u32, m: &Mapping, items: &[(usize, u64)]) -> Vec<SymResult> {
-        let no_symbol = |off: u64, reason: &str| SymResult::NoSymbol {
-            module: m.name.clone(),
-            file_offset: off,
-            reason: reason.to_string(),
-        };
+    /// Symbolizes frames normalized at capture by `cache` (see
+    /// [`crate::normalize::capture`]), whether or not their processes are
+    /// still there: the files are those kept since the capture. In order;
+    /// `None` for a frame that was not normalized ([`Place::Unknown`]: only
+    /// its address is known).
+    ///
+    /// Debug files named by `.gnu_debuglink` are looked for below `/`
+    /// (the process's root may be gone). vDSO frames are looked up in this
+    /// process's vDSO, the same image for every process of its ABI.
+    pub fn symbolize_captured(
+        &mut self,
+        cache: &CaptureCache,
+        frames: &[Frame],
+    ) -> Vec<Option<SymResult>> {
+        let mut out: Vec<Option<SymResult>> = vec![None; frames.len()];
+        let mut by_file: BTreeMap<FileId, Vec<(usize, u64)>> = BTreeMap::new();
+        let mut vdso: Vec<(usize, u64, u64)> = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
+            match f.place {
+                Place::File { file, offset } => by_file.entry(file).or_default().push((i, offset)),
+                Place::Vdso { offset, size } => vdso.push((i, offset, size)),
+                Place::Anonymous => {
+                    out[i] = Some(SymResult::NoSymbol {
+                        module: None,
+                        file_offset: 0,
+                        reason: "not a file-backed mapping".into(),
+                    });
+                }
+                Place::Unmapped => out[i] = Some(SymResult::Unmapped),
+                Place::Unknown => {}
+            }
+        }
+        for (id, items) in by_file {
+            let offsets: Vec<u64> = items.iter().map(|&(_, off)| off).collect();
+            let results = match cache.file(id) {
+                Some(file) => {
+                    let module = file.name().map(Path::to_path_buf);
+                    match file.path() {
+                        Ok(path) => {
+                            let image = Image {
+                                name: file.name().unwrap_or(&path),
+                                path: &path,
+                                root: Path::new("/"),
+                                key: TableKey::File {
+                                    dev: file.dev,
+                                    inode: file.inode,
+                                },
+                            };
+                            self.lookup_file(&image, &module, &offsets)
+                        }
+                        Err(why) => no_symbols(&module, &offsets, &why),
+                    }
+                }
+                None => no_symbols(&None, &offsets, "not a file of this cache"),
+            };
+            for ((i, _), r) in items.iter().zip(results) {
+                out[*i] = Some(r);
+            }
+        }
+        if !vdso.is_empty() {
+            let table = self.own_vdso();
+            let module = Some(PathBuf::from(vdso::NAME));
+            for (i, off, size) in vdso {
+                out[i] = Some(match &table {
+                    Ok((t, own)) if *own == size => match t.lookup_offset(off) {
+                        Some(hit) => from_table(hit, &module, None),
+                        None => no_symbol(&module, off, "no symbol covers this offset"),
+                    },
+                    Ok(_) => no_symbol(&module, off, "a vDSO of another ABI than this tool's"),
+                    Err(why) => no_symbol(&module, off, why),
+                });
+            }
+        }
+        out
+    }
+
+    /// This process's vDSO table and the size of its image.
+    fn own_vdso(&mut self) -> Result<(Arc<ElfTable>, u64), String> {
+        let me = std::process::id();
+        let m = self
+            .normalizer
+            .mappings(me, VmaFilter::EXEC)
+            .map_err(|e| format!("own maps not readable: {e}"))?
+            .into_iter()
+            .find(vdso::is_vdso)
+            .ok_or("this process has no vDSO")?;
+        let t = kept_table(&mut self.tables, TableKey::Vdso { pid: me }, || {
+            vdso::table(me, &m).map_err(|e| format!("vDSO image not readable: {e}"))
+        })?;
+        Ok((t, m.end - m.start))
+    }
+
+    fn lookup(&mut self, pid: u32, m: &Mapping, offsets: &[u64]) -> Vec<SymResult> {
         if vdso::is_vdso(m) {
             let table = kept_table(&mut self.tables, TableKey::Vdso { pid }, || {
                 vdso::table(pid, m).map_err(|e| format!("vDSO image not readable: {e}"))
             });
-            return items
+            return offsets
                 .iter()
-                .map(|&(_, off)| match &table {
+                .map(|&off| match &table {
                     Ok(t) => match t.lookup_offset(off) {
-                        Some(hit) => from_table(hit, m, None),
-                        None => no_symbol(off, "no symbol covers this offset"),
+                        Some(hit) => from_table(hit, &m.name, None),
+                        None => no_symbol(&m.name, off, "no symbol covers this offset"),
                     },
-                    Err(why) => no_symbol(off, why),
+                    Err(why) => no_symbol(&m.name, off, why),
                 })
                 .collect();
         }
@@ -152,40 +241,49 @@ impl UserSymbolizer {
             } else {
                 "not a file-backed mapping"
             };
-            return items
-                .iter()
-                .map(|&(_, off)| no_symbol(off, reason))
-                .collect();
+            return no_symbols(&m.name, offsets, reason);
         };
-        let offsets: Vec<u64> = items.iter().map(|&(_, off)| off).collect();
-        let src = Source::Elf(Elf::new(&path));
-        let syms = match self.blaze.symbolize(&src, Input::FileOffset(&offsets)) {
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        let image = Image {
+            path: &path,
+            root: &root,
+            name: m.name.as_deref().unwrap_or(&path),
+            key: TableKey::File {
+                dev: (m.dev_major, m.dev_minor),
+                inode: m.inode,
+            },
+        };
+        self.lookup_file(&image, &m.name, offsets)
+    }
+
+    /// Looks up file offsets of one image: blazesym first (DWARF, ELF
+    /// symbols), the image's own symbol tables where its answer is not
+    /// usable. `module` is what results name as their binary.
+    fn lookup_file(
+        &mut self,
+        image: &Image<'_>,
+        module: &Option<PathBuf>,
+        offsets: &[u64],
+    ) -> Vec<SymResult> {
+        let src = Source::Elf(Elf::new(image.path));
+        let syms = match self.blaze.symbolize(&src, Input::FileOffset(offsets)) {
             Ok(syms) => syms,
-            Err(e) => {
-                let why = format!("ELF lookup failed: {e}");
-                return offsets.iter().map(|&off| no_symbol(off, &why)).collect();
-            }
-        };
-        let key = TableKey::File {
-            dev: (m.dev_major, m.dev_minor),
-            inode: m.inode,
+            Err(e) => return no_symbols(module, offsets, &format!("ELF lookup failed: {e}")),
         };
         let mut out = Vec::with_capacity(offsets.len());
-        for (s, &off) in syms.iter().zip(&offsets) {
+        for (s, &off) in syms.iter().zip(offsets) {
             if let Some(sym) = s.as_sym().filter(|s| usable(s)) {
-                out.push(from_blazesym(sym, m));
+                out.push(from_blazesym(sym, module));
                 continue;
             }
-            let table = kept_table(&mut self.tables, key.clone(), || {
-                let root = PathBuf::from(format!("/proc/{pid}/root"));
-                let name = m.name.as_deref().unwrap_or(&path);
-                ElfTable::load_seen_as(&path, &root, name)
+            let table = kept_table(&mut self.tables, image.key.clone(), || {
+                ElfTable::load_seen_as(image.path, image.root, image.name)
                     .map_err(|e| format!("symbol tables not readable: {}", crate::error_text(&e)))
             });
             let table = match table {
                 Ok(t) => t,
                 Err(why) => {
-                    out.push(no_symbol(off, &why));
+                    out.push(no_symbol(module, off, &why));
                     continue;
                 }
             };
@@ -194,13 +292,40 @@ impl UserSymbolizer {
                 // function entry was unusable.
                 Some(hit) => {
                     let dwarf = s.as_sym().filter(|b| b.code_info.is_some());
-                    from_table(hit, m, dwarf.map(source_lines))
+                    from_table(hit, module, dwarf.map(source_lines))
                 }
-                None => no_symbol(off, "no symbol covers this offset"),
+                None => no_symbol(module, off, "no symbol covers this offset"),
             });
         }
         out
     }
+}
+
+/// An image to look offsets up in.
+struct Image<'a> {
+    /// A path that opens it now.
+    path: &'a Path,
+    /// The root its process sees (for `.gnu_debuglink` files).
+    root: &'a Path,
+    /// The name the process maps it by, below `root`.
+    name: &'a Path,
+    /// Its symbol tables' key in the kept tables.
+    key: TableKey,
+}
+
+fn no_symbol(module: &Option<PathBuf>, off: u64, reason: &str) -> SymResult {
+    SymResult::NoSymbol {
+        module: module.clone(),
+        file_offset: off,
+        reason: reason.to_string(),
+    }
+}
+
+fn no_symbols(module: &Option<PathBuf>, offsets: &[u64], reason: &str) -> Vec<SymResult> {
+    offsets
+        .iter()
+        .map(|&off| no_symbol(module, off, reason))
+        .collect()
 }
 
 /// The kept table of `key`, made by `load` the first time.
@@ -258,7 +383,7 @@ fn source_lines(sym: &Sym) -> SourceLines {
     (file, line, inlined)
 }
 
-fn from_blazesym(sym: &Sym, m: &Mapping) -> SymResult {
+fn from_blazesym(sym: &Sym, module: &Option<PathBuf>) -> SymResult {
     let (file, line, inlined) = source_lines(sym);
     SymResult::Symbol(Symbol {
         name: demangle(&sym.name).into_owned(),
@@ -266,14 +391,14 @@ fn from_blazesym(sym: &Sym, m: &Mapping) -> SymResult {
         kind: SymbolKind::Function,
         file,
         line,
-        module: m.name.clone(),
+        module: module.clone(),
         inlined,
     })
 }
 
 /// A name from the symbol tables; the line table and inline chain still
 /// hold (`lines`) where only DWARF's function entry was unusable.
-fn from_table(hit: Hit, m: &Mapping, lines: Option<SourceLines>) -> SymResult {
+fn from_table(hit: Hit, module: &Option<PathBuf>, lines: Option<SourceLines>) -> SymResult {
     let (file, line, inlined) = lines.unwrap_or_default();
     SymResult::Symbol(Symbol {
         name: demangle(&hit.name).into_owned(),
@@ -284,7 +409,7 @@ fn from_table(hit: Hit, m: &Mapping, lines: Option<SourceLines>) -> SymResult {
         },
         file,
         line,
-        module: m.name.clone(),
+        module: module.clone(),
         inlined,
     })
 }

@@ -15,7 +15,7 @@ const MAX_VDSO: u64 = 1 << 20;
 pub const NAME: &str = "[vdso]";
 
 pub fn is_vdso(m: &Mapping) -> bool {
-    m.name.as_deref().is_some_and(|n| n.as_os_str() == NAME)
+    m.is_vdso()
 }
 
 /// The symbol table of `pid`'s vDSO mapping `m`.
