@@ -67,6 +67,12 @@ their path (callers are shown either way). The summary says how many calls
 the filter passed of those it saw. An error points at the offending token;
 nothing is attached then.
 
+--stacks counts calls per kernel and user stack. User stacks are normalized
+(file and offset per frame) within 100 ms of their first call, while the
+process is there, and symbolized at the end from that: a process that exited
+by then is named like a live one. One that exits sooner after the call keeps
+addresses (said at the end; -v gives the counts).
+
 --graph counts, on the same call stacks, each call under its path of traced
 callers and prints the tree at the end: a node per function under one chain of
 callers, its calls folded (vfs_read ×5000), inclusive time and exclusive time
@@ -138,6 +144,11 @@ pub struct Args {
     /// Count kernel and user stacks per call site, print the busiest at the end.
     #[arg(short, long)]
     stacks: bool,
+    /// With --stacks, normalize user stacks only at the end, with the files
+    /// of the processes still there then (a process gone by then shows
+    /// addresses), as bpfmux did before; for comparing the two.
+    #[arg(long, requires = "stacks")]
+    stacks_at_end: bool,
     /// Print every chain of traced calls that ends in an error (-errno,
     /// NULL or ERR_PTR), outermost call first, with return values, times
     /// and stacks; the summary counts them per error.
@@ -336,6 +347,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         capture: args.args,
         kstack: args.stacks,
         ustack: args.stacks,
+        user_stacks_at_end: args.stacks_at_end,
         errors: args.errors,
         null_returns: args.null.into(),
         graph: args.graph,
@@ -698,6 +710,7 @@ mod tests {
             filter: None,
             functions: vec![],
             stacks: None,
+            user_stacks: None,
             latency: false,
         };
         assert_eq!(

@@ -50,15 +50,15 @@
 
 use std::collections::BTreeMap;
 
-use libbpf_rs::{MapCore, MapFlags};
 use serde::Serialize;
 
 use super::btf::ValueKind;
+use super::events;
 use super::events::u64_at;
 use super::program::TraceObject;
 use super::select::Func;
-use super::stacks::stack_frames;
-use crate::symbolize::{KernelSymbolizer, UserSymbolizer};
+use super::stacks::{kernel_lines, UserStacks};
+use crate::symbolize::KernelSymbolizer;
 
 /// Frames a chain holds at most (`TRACE_MAX_DEPTH` in trace.h).
 pub const MAX_DEPTH: usize = 32;
@@ -305,8 +305,9 @@ pub struct ErrorChain {
     pub overflow: u32,
     /// Kernel frames at the failing return, symbolized (`name+0xoff`).
     pub kernel_stack: Vec<String>,
-    /// User frames at the failing return, symbolized when the process is
-    /// still there to read.
+    /// User frames at the failing return, symbolized (`name+0xoff`) from
+    /// what was normalized when the chain arrived: the address where the
+    /// process was gone by then.
     pub user_stack: Vec<String>,
 }
 
@@ -331,16 +332,17 @@ pub struct ChainCall {
 #[derive(Default)]
 pub(crate) struct Resolver {
     ksyms: Option<Option<KernelSymbolizer>>,
-    usyms: UserSymbolizer,
 }
 
 impl Resolver {
-    /// `None` when the record names a function outside the set.
+    /// `None` when the record names a function outside the set. The user
+    /// stack is normalized now, as the chain arrives, by `ustacks`.
     pub fn resolve(
         &mut self,
         r: &ChainRecord,
         funcs: &[Func],
         obj: &TraceObject,
+        ustacks: &mut UserStacks,
     ) -> Option<ErrorChain> {
         let class = |f: &Func| RetClass::of(f.proto.ret);
         let mut calls = Vec::with_capacity(r.frames.len());
@@ -364,20 +366,20 @@ impl Resolver {
         let ksyms = self
             .ksyms
             .get_or_insert_with(|| KernelSymbolizer::load().ok());
-        let addrs = |id: Option<u32>| id.map(|i| stack_addrs(obj, i)).unwrap_or_default();
-        let kernel_stack = stack_frames(
-            ksyms.as_ref(),
-            &mut self.usyms,
-            r.tgid,
-            &addrs(r.kstack),
-            &[],
-        );
-        let user = addrs(r.ustack);
-        // stack_frames puts "--" between kernel and user frames: none here.
-        let user_stack = stack_frames(None, &mut self.usyms, r.tgid, &[], &user)
-            .into_iter()
-            .skip(1)
-            .collect();
+        let kernel = r
+            .kstack
+            .and_then(|id| events::stack_addrs(obj, id).ok())
+            .unwrap_or_default();
+        let kernel_stack = kernel_lines(ksyms.as_ref(), &kernel);
+        let user_stack = match r.ustack {
+            Some(id) => {
+                // A lookup that fails leaves the stack to `lines_of`, which
+                // shows what it can.
+                let _ = ustacks.capture(obj, r.tgid, id);
+                ustacks.lines_of(obj, r.tgid, id)
+            }
+            None => Vec::new(),
+        };
         Some(ErrorChain {
             kind: "error",
             ts_ns: r.ts_ns,
@@ -392,21 +394,6 @@ impl Resolver {
             kernel_stack,
             user_stack,
         })
-    }
-}
-
-/// The addresses of stack `id` in the `stacks` map (empty when it is gone).
-fn stack_addrs(obj: &TraceObject, id: u32) -> Vec<u64> {
-    let Ok(map) = obj.map("stacks") else {
-        return Vec::new();
-    };
-    match map.lookup(&id.to_ne_bytes(), MapFlags::ANY) {
-        Ok(Some(raw)) => raw
-            .chunks_exact(8)
-            .map(|c| u64_at(c, 0))
-            .take_while(|&a| a != 0)
-            .collect(),
-        _ => Vec::new(),
     }
 }
 

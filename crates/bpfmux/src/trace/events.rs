@@ -239,49 +239,127 @@ pub struct Stacks {
     pub addrs: HashMap<u32, Vec<u64>>,
 }
 
+impl StackKey {
+    /// Decodes a `stack_counts` key; `None` for a short one.
+    fn parse(key: &[u8]) -> Option<Self> {
+        let i32_at = |off: usize| {
+            let b = key.get(off..off + 4)?;
+            Some(i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let stack_id = |v: i32| (v >= 0).then_some(v as u32);
+        Some(StackKey {
+            func: i32_at(0)? as u32 as usize,
+            tgid: i32_at(4)? as u32,
+            kstack: stack_id(i32_at(8)?),
+            ustack: stack_id(i32_at(12)?),
+        })
+    }
+}
+
+/// The addresses of stack `id` in the `stacks` map (empty when it is not
+/// there).
+pub fn stack_addrs(obj: &TraceObject, id: u32) -> Result<Vec<u64>, Error> {
+    let raw = obj
+        .map("stacks")?
+        .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+        .step("reading a stack trace")?;
+    Ok(raw.map_or_else(Vec::new, |raw| {
+        raw.chunks_exact(8)
+            .map(|c| u64_at(c, 0))
+            .take_while(|&a| a != 0)
+            .collect()
+    }))
+}
+
 pub fn read_stacks(obj: &TraceObject) -> Result<Stacks, Error> {
     let counts_map = obj.map("stack_counts")?;
-    let stacks_map = obj.map("stacks")?;
     let mut out = Stacks::default();
-    let stack_id = |v: i32| (v >= 0).then_some(v as u32);
     for key in counts_map.keys() {
-        if key.len() < 16 {
+        let Some(k) = StackKey::parse(&key) else {
             continue;
-        }
-        let i32_at =
-            |off: usize| i32::from_ne_bytes([key[off], key[off + 1], key[off + 2], key[off + 3]]);
+        };
         let Some(val) = counts_map
             .lookup(&key, MapFlags::ANY)
             .step("reading stack counts")?
         else {
             continue;
         };
-        let k = StackKey {
-            func: i32_at(0) as u32 as usize,
-            tgid: i32_at(4) as u32,
-            kstack: stack_id(i32_at(8)),
-            ustack: stack_id(i32_at(12)),
-        };
         for id in [k.kstack, k.ustack].into_iter().flatten() {
-            if out.addrs.contains_key(&id) {
-                continue;
-            }
-            if let Some(raw) = stacks_map
-                .lookup(&id.to_ne_bytes(), MapFlags::ANY)
-                .step("reading a stack trace")?
-            {
-                let addrs: Vec<u64> = raw
-                    .chunks_exact(8)
-                    .map(|c| u64_at(c, 0))
-                    .take_while(|&a| a != 0)
-                    .collect();
-                out.addrs.insert(id, addrs);
+            if let std::collections::hash_map::Entry::Vacant(v) = out.addrs.entry(id) {
+                v.insert(stack_addrs(obj, id)?);
             }
         }
         out.counts.push((k, u64_at(&val, 0)));
     }
     out.counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     Ok(out)
+}
+
+/// Keys of `stack_counts` read per system call by [`stack_keys`].
+const KEY_BATCH: usize = 1024;
+
+/// Every key of `stack_counts` now, into `out`: a batch lookup reads
+/// [`KEY_BATCH`] keys per system call; where the kernel cannot do that for
+/// this map (or a batch fails), one key per call. Keys added meanwhile may
+/// be missed (the next call sees them).
+pub fn stack_keys(obj: &TraceObject, out: &mut Vec<StackKey>) -> Result<(), Error> {
+    keys_of(&obj.map("stack_counts")?, out);
+    Ok(())
+}
+
+/// [`stack_keys`] of any hash map with `stack_counts`' key layout.
+fn keys_of(map: &impl MapCore, out: &mut Vec<StackKey>) {
+    use std::os::fd::AsRawFd;
+    let (ksize, vsize) = (map.key_size() as usize, map.value_size() as usize);
+    let mut keys = vec![0u8; KEY_BATCH * ksize];
+    let mut values = vec![0u8; KEY_BATCH * vsize];
+    // Where the previous batch ended, and where this one ends.
+    let (mut from, mut to) = (vec![0u8; ksize], vec![0u8; ksize]);
+    let (mut first, start) = (true, out.len());
+    loop {
+        let mut count = KEY_BATCH as u32;
+        let opts = libbpf_rs::libbpf_sys::bpf_map_batch_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_batch_opts>() as _,
+            ..Default::default()
+        };
+        // SAFETY: buffers of KEY_BATCH keys and values, batch tokens of a
+        // key's size, all alive for the call.
+        let ret = unsafe {
+            libbpf_rs::libbpf_sys::bpf_map_lookup_batch(
+                map.as_fd().as_raw_fd(),
+                if first {
+                    std::ptr::null_mut()
+                } else {
+                    from.as_mut_ptr().cast()
+                },
+                to.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        let errno = if ret < 0 { -ret } else { 0 };
+        if errno != 0 && errno != libc::ENOENT {
+            // No batch lookup here, or a hash bucket larger than a batch
+            // (ENOSPC): key by key, from the start.
+            out.truncate(start);
+            out.extend(map.keys().filter_map(|k| StackKey::parse(&k)));
+            return;
+        }
+        let n = (count as usize).min(KEY_BATCH);
+        out.extend(
+            keys[..n * ksize]
+                .chunks_exact(ksize)
+                .filter_map(StackKey::parse),
+        );
+        // ENOENT: that was the last batch.
+        if errno == libc::ENOENT {
+            return;
+        }
+        std::mem::swap(&mut from, &mut to);
+        first = false;
+    }
 }
 
 #[cfg(test)]
@@ -312,6 +390,52 @@ mod tests {
         assert!(Event::parse(&b[..50]).is_none());
         b[84..88].copy_from_slice(&9u32.to_ne_bytes());
         assert!(Event::parse(&b).is_none());
+    }
+
+    /// Keys read in batches are every key, once: a real BPF hash map of
+    /// `stack_counts`' layout with more keys than three batches hold
+    /// (needs CAP_BPF: elsewhere only that the kernel refuses the map).
+    #[test]
+    fn stack_keys_reads_every_key_in_batches() {
+        use libbpf_rs::{MapHandle, MapType};
+        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let n = 3 * KEY_BATCH as u32 + 7;
+        let map = match MapHandle::create(MapType::Hash, Some("keys_test"), 16, 8, n, &opts) {
+            Ok(m) => m,
+            // SAFETY: geteuid has no preconditions.
+            Err(e) if unsafe { libc::geteuid() } != 0 => {
+                println!("no BPF map for an unprivileged user ({e}): batches not checked");
+                return;
+            }
+            Err(e) => panic!("creating a BPF hash map as root: {e}"),
+        };
+        let mut want = Vec::new();
+        for i in 0..n {
+            let mut key = [0u8; 16];
+            key[0..4].copy_from_slice(&(i % 5).to_ne_bytes());
+            key[4..8].copy_from_slice(&(1000 + i).to_ne_bytes());
+            key[8..12].copy_from_slice(&(-1i32).to_ne_bytes());
+            key[12..16].copy_from_slice(&(i as i32).to_ne_bytes());
+            map.update(&key, &1u64.to_ne_bytes(), MapFlags::ANY)
+                .unwrap();
+            want.push((1000 + i, Some(i)));
+        }
+        let mut got = vec![StackKey {
+            func: 0,
+            tgid: 0,
+            kstack: None,
+            ustack: None,
+        }];
+        keys_of(&map, &mut got);
+        assert_eq!(got.len(), n as usize + 1, "appended, every key once");
+        assert!(got[1..].iter().all(|k| k.kstack.is_none()));
+        let mut pairs: Vec<(u32, Option<u32>)> =
+            got[1..].iter().map(|k| (k.tgid, k.ustack)).collect();
+        pairs.sort_unstable();
+        assert_eq!(pairs, want);
     }
 
     #[test]

@@ -47,7 +47,7 @@ mod program;
 pub mod report;
 mod select;
 pub mod session;
-mod stacks;
+pub mod stacks;
 pub mod summary;
 
 use std::io;
@@ -72,6 +72,11 @@ pub use select::{
 };
 pub use session::{RunOptions, Session, Window};
 pub use summary::Summary;
+
+/// Milliseconds, rounded to the microsecond.
+pub(crate) fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
 
 /// Why a trace could not be planned, attached or run: what a caller can
 /// act on is its own variant; the rest is what the kernel said, with the
@@ -199,6 +204,12 @@ pub struct TraceOptions {
     pub kstack: bool,
     /// Count user stacks per call site.
     pub ustack: bool,
+    /// Normalize user stacks only at the end of the run, with the files of
+    /// the processes still there then (a process gone by then shows
+    /// addresses), as the tracer did before it normalized them as they are
+    /// captured (see [`stacks`]); for comparing the two. Error chains' user
+    /// stacks are normalized as they arrive either way.
+    pub user_stacks_at_end: bool,
     /// Report every chain of traced calls that ends in an error (see
     /// [`errors`]).
     pub errors: bool,

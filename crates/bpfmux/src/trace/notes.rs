@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::engine::ExitSide;
 use super::filter::CompiledFilter;
 use super::select::Selection;
+use super::stacks::UserStackTotals;
 use super::summary::Summary;
 use super::{Plan, Tracer};
 
@@ -137,8 +138,10 @@ impl Notes {
     }
 
     /// The run is over: attach and detach times, what could not be
-    /// recorded (said also when nothing was lost), and how many error
-    /// chains were left out as NULL-only (when any were).
+    /// recorded (said also when nothing was lost), how many error chains
+    /// were left out as NULL-only (when any were), and how many user stack
+    /// addresses could not be normalized (when any); beyond
+    /// [`Detail::Brief`], how user stacks were normalized.
     pub fn summary(&mut self, s: &Summary) -> io::Result<()> {
         let p = &self.prefix;
         let mut lines = vec![format!(
@@ -170,7 +173,53 @@ impl Notes {
                 self.hint_suffix(Hint::AllNulls)
             ));
         }
+        if let Some(u) = &s.user_stacks {
+            lines.extend(self.user_stack_lines(u));
+        }
         self.write(lines)
+    }
+
+    fn user_stack_lines(&self, u: &UserStackTotals) -> Vec<String> {
+        let a = &u.addresses;
+        let mut out = Vec::new();
+        if a.failures > 0 {
+            out.push(format!(
+                "{}user stacks: {} address{} not normalized, shown as addresses (the process \
+                 was gone before {} read)",
+                self.prefix,
+                a.failures,
+                if a.failures == 1 { "" } else { "es" },
+                if a.failures == 1 {
+                    "it was"
+                } else {
+                    "they were"
+                },
+            ));
+        }
+        if self.detail > Detail::Brief {
+            let when = if u.during_run {
+                format!(
+                    "as captured ({} scans, {:.1} ms; {} only at the end)",
+                    u.scans, u.capture_ms, u.at_end
+                )
+            } else {
+                "at the end".to_string()
+            };
+            let rate = u
+                .hit_rate
+                .map_or(String::new(), |r| format!(" ({:.0} % hits)", r * 100.0));
+            out.push(format!(
+                "  user stacks: {} normalized {when}; addresses: {} asked of the kernel, {} \
+                 from the cache{rate}, {} not normalized; {} exec{} dropped cached mappings",
+                u.stacks,
+                a.normalized,
+                a.cache_hits,
+                a.failures,
+                a.invalidations,
+                if a.invalidations == 1 { "" } else { "s" },
+            ));
+        }
+        out
     }
 
     fn hint(&self, h: Hint) -> Option<&'static str> {

@@ -451,6 +451,7 @@ mod tests {
             filter: None,
             functions: vec![FunctionTotals::new("vfs_read", &s, Some(&h))],
             stacks: None,
+            user_stacks: None,
             latency: true,
         }
     }
@@ -729,6 +730,66 @@ mod tests {
                  0 call graph paths (map full), 0 stacks, 0 calls too deeply nested; 2 calls \
                  skipped by the kernel's recursion guard"
             )
+        );
+    }
+
+    #[test]
+    fn user_stack_totals_in_notes_and_json() {
+        use crate::normalize::capture::CaptureStats;
+        use crate::trace::stacks::UserStackTotals;
+        let mut s = summary();
+        s.user_stacks = Some(UserStackTotals {
+            during_run: true,
+            stacks: 5,
+            at_end: 1,
+            addresses: CaptureStats {
+                normalized: 4,
+                cache_hits: 12,
+                failures: 0,
+                invalidations: 1,
+            },
+            hit_rate: Some(0.75),
+            scans: 7,
+            capture_ms: 1.25,
+        });
+        let notes = |s: &Summary, detail| {
+            let said = Said::default();
+            JsonLines::new(Vec::new(), false)
+                .with_notes(Notes::new(said.clone(), "tool: ", detail))
+                .summary(s)
+                .unwrap();
+            said.text()
+        };
+        // Nothing to say at the brief level when every address was normalized.
+        assert_eq!(notes(&s, Detail::Brief).lines().count(), 2);
+        assert_eq!(
+            notes(&s, Detail::Verbose).lines().nth(2),
+            Some(
+                "  user stacks: 5 normalized as captured (7 scans, 1.2 ms; 1 only at the end); \
+                 addresses: 4 asked of the kernel, 12 from the cache (75 % hits), 0 not \
+                 normalized; 1 exec dropped cached mappings"
+            )
+        );
+        if let Some(u) = s.user_stacks.as_mut() {
+            u.addresses.failures = 3;
+        }
+        assert_eq!(
+            notes(&s, Detail::Brief).lines().nth(2),
+            Some(
+                "tool: user stacks: 3 addresses not normalized, shown as addresses (the \
+                 process was gone before they were read)"
+            )
+        );
+        let mut out = Vec::new();
+        JsonLines::new(&mut out, false).summary(&s).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["user_stacks"],
+            serde_json::json!({
+                "during_run": true, "stacks": 5, "at_end": 1, "normalized": 4,
+                "cache_hits": 12, "failures": 3, "invalidations": 1, "hit_rate": 0.75,
+                "scans": 7, "capture_ms": 1.25,
+            })
         );
     }
 

@@ -1,6 +1,7 @@
 //! A trace run from attach to summary: the event loop that reads the
-//! counters every interval and the per-call events as they come, the detach,
-//! and the summary with its stacks symbolized.
+//! counters every interval, the per-call events as they come and the user
+//! stacks as they appear (normalized then, see [`super::stacks`]), the
+//! detach, and the summary with its stacks symbolized.
 //!
 //! ```text
 //! TraceOptions ──plan()──▶ Plan ──attach(Control)──▶ Tracer
@@ -19,6 +20,7 @@ use super::events::{self, Event, FuncStats};
 use super::graph;
 use super::output;
 use super::report::{Interval, Report};
+use super::stacks::UserStacks;
 use super::summary::{
     ms, symbolized_stacks, AttachBreakdown, FilterTotals, FunctionTotals, Lost, Skipped, Summary,
 };
@@ -59,16 +61,19 @@ pub struct Session {
     run: RunOptions,
     detach_time: Duration,
     errors: ErrorTally,
+    ustacks: UserStacks,
 }
 
 impl Session {
     /// A session over an attached tracer (see [`super::Plan::attach`]).
     pub fn new(tracer: Tracer, run: RunOptions) -> Self {
+        let during_run = !tracer.opts.user_stacks_at_end;
         Self {
             tracer,
             run,
             detach_time: Duration::ZERO,
             errors: ErrorTally::default(),
+            ustacks: UserStacks::new(during_run),
         }
     }
 
@@ -80,7 +85,8 @@ impl Session {
     /// Counts until `stop` returns true (asked every 100 ms at most) or the
     /// run's duration is over, reporting each interval's numbers, every
     /// per-call event and every error chain to `report`. `stop` is called on
-    /// every turn, so it can reap a child process as it goes.
+    /// every turn, so it can reap a child process as it goes. User stacks
+    /// are normalized on every turn as they appear (see [`super::stacks`]).
     pub fn run(
         &mut self,
         stop: &mut dyn FnMut() -> bool,
@@ -103,13 +109,16 @@ impl Session {
         )?;
         let mut resolver = Resolver::default();
         let tally = &mut self.errors;
+        let ustacks = &mut self.ustacks;
         let nulls = t.opts.null_returns;
         let class = |i: usize| funcs.get(i).map(|f| RetClass::of(f.proto.ret));
-        let mut deliver = |report: &mut dyn Report| -> std::io::Result<()> {
+        // What came since the last turn; then the user stacks counted since.
+        let mut deliver = |report: &mut dyn Report, last: bool| -> Result<(), Error> {
+            ustacks.new_round();
             for e in pending.borrow_mut().drain(..) {
                 if let Some(f) = funcs.get(e.func) {
                     events += 1;
-                    report.event(&e, f)?;
+                    report.event(&e, f).map_err(Error::Report)?;
                 }
             }
             for c in pending_chains.borrow_mut().drain(..) {
@@ -118,11 +127,14 @@ impl Session {
                 if !tally.admit(nulls, &c, class) {
                     continue;
                 }
-                if let Some(chain) = resolver.resolve(&c, funcs, t.object()) {
+                if let Some(chain) = resolver.resolve(&c, funcs, t.object(), ustacks) {
                     chains += 1;
                     tally.add(&chain);
-                    report.error_chain(&chain)?;
+                    report.error_chain(&chain).map_err(Error::Report)?;
                 }
+            }
+            if t.opts.ustack {
+                ustacks.scan(t.object(), last)?;
             }
             Ok(())
         };
@@ -144,7 +156,7 @@ impl Session {
                 }
                 None => std::thread::sleep(wait),
             }
-            deliver(report).map_err(Error::Report)?;
+            deliver(report, false)?;
             if Instant::now() >= next_tick {
                 let snap = t.snapshot()?;
                 let secs = last_tick.elapsed().as_secs_f64();
@@ -166,7 +178,7 @@ impl Session {
         if let Some(r) = &ring {
             let _ = r.consume();
         }
-        deliver(report).map_err(Error::Report)?;
+        deliver(report, true)?;
         Ok(Window {
             elapsed: start.elapsed(),
             events,
@@ -188,8 +200,10 @@ impl Session {
     }
 
     /// Totals since attach, the busiest stacks symbolized (when stacks were
-    /// counted), times and losses. Call it after [`Session::detach`].
-    pub fn summary(&self, window: &Window) -> Result<Summary, Error> {
+    /// counted; user frames from what was normalized as they were captured,
+    /// or now for stacks not seen before), times and losses. Call it after
+    /// [`Session::detach`].
+    pub fn summary(&mut self, window: &Window) -> Result<Summary, Error> {
         let t = &self.tracer;
         let snap = t.snapshot()?;
         let zero = vec![FuncStats::default(); t.selection.funcs.len()];
@@ -207,10 +221,12 @@ impl Session {
             })
             .collect();
         let stacks = if t.opts.kstack || t.opts.ustack {
-            Some(symbolized_stacks(t, &events::read_stacks(t.object())?))
+            let read = events::read_stacks(t.object())?;
+            Some(symbolized_stacks(t, &read, &mut self.ustacks))
         } else {
             None
         };
+        let user_stacks = (t.opts.ustack || t.opts.errors).then(|| self.ustacks.totals());
         let b = &t.breakdown;
         Ok(Summary {
             kind: "summary",
@@ -269,6 +285,7 @@ impl Session {
             }),
             functions,
             stacks,
+            user_stacks,
             latency: snap.hist.is_some(),
         })
     }

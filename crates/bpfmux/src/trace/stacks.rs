@@ -1,40 +1,219 @@
 //! Stacks the programs recorded, as lines people read: kernel frames
-//! symbolized with kallsyms, user frames with the process's own files.
+//! symbolized with kallsyms, user frames from what was normalized while the
+//! run went on; and [`UserStackTotals`], how that went.
+//!
+//! # User stacks are normalized as they are captured
+//!
+//! A user frame is an address in a process; naming it needs that process's
+//! mappings, which are gone once it exits — and most of what a tracer runs
+//! for a command exits before the run's end. So each user stack is
+//! normalized ([`crate::normalize::capture`]: file and file offset per
+//! frame, the process's mappings cached while its address space stays the
+//! same) the first time it is seen while the run goes on, and symbolized
+//! from that when it is printed, whether the process is still there or not.
+//!
+//! How soon after a stack is first counted it is normalized: the programs
+//! only add it to the `stacks` and `stack_counts` maps, and the session
+//! reads the keys that are new on every turn of its loop, which turns at
+//! least every 100 ms, and at once when per-call events or error chains
+//! arrive. Reading the keys costs one system call per 1,024 of them plus
+//! one per new stack; normalizing a new stack, one system call per mapping
+//! not cached yet (none for a stack in mappings already seen) and one per
+//! process and turn to check that its address space did not change. So
+//! that a map of tens of thousands of stacks cannot make the loop do
+//! nothing else, scans are spaced so that reading the keys takes at most a
+//! tenth of its time (the normalization of new stacks is not put off).
+//! Error chains name their user stack: it is normalized as the chain
+//! arrives, before it is printed. A process that exits sooner than that
+//! after a stack is counted cannot be asked any more: its frames stay
+//! addresses, counted in [`CaptureStats::failures`].
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::events::{self, StackKey};
+use super::program::TraceObject;
+use super::{ms, Error};
+use crate::normalize::capture::{CaptureCache, CaptureStats, Frame};
 use crate::symbolize::{KernelSymbolizer, SymResult, UserSymbolizer};
 
 /// Larger than any kernel function: the address is not in the symbol.
 const MAX_SYMBOL_OFFSET: u64 = 1 << 20;
 
-/// Kernel frames, then `--` and the user frames of process `pid`.
-pub fn stack_frames(
-    ksyms: Option<&KernelSymbolizer>,
-    usyms: &mut UserSymbolizer,
-    pid: u32,
-    kernel: &[u64],
-    user: &[u64],
-) -> Vec<String> {
-    let name = |r: &SymResult, addr: u64| match r {
+/// Reading the keys takes at most 1 part in this many of the loop's time.
+const SCAN_SHARE: u32 = 10;
+
+/// How user stacks were normalized in a run: in the summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct UserStackTotals {
+    /// Whether stacks were normalized as they were captured, while the run
+    /// went on (`false`: only at its end, with the processes still there).
+    pub during_run: bool,
+    /// Distinct user stacks (per process) normalized.
+    pub stacks: u64,
+    /// Of those, first read at the end of the run.
+    pub at_end: u64,
+    /// Per address: asked of the kernel, found in the cache, not
+    /// normalized because the process was gone; processes whose cached
+    /// mappings were dropped because they exec'd.
+    #[serde(flatten)]
+    pub addresses: CaptureStats,
+    /// Cache hits among the addresses normalized, 0 to 1.
+    pub hit_rate: Option<f64>,
+    /// Scans of the stack counts while the run went on.
+    pub scans: u64,
+    /// Time the scans and the normalization of what they found took, in
+    /// milliseconds.
+    pub capture_ms: f64,
+}
+
+/// User stacks, each normalized once per process (see the module docs),
+/// and the symbolizer that names their frames.
+pub(crate) struct UserStacks {
+    cache: CaptureCache,
+    usyms: UserSymbolizer,
+    /// (process, stack id) → its frames.
+    captured: HashMap<(u32, u32), Vec<Frame>>,
+    during_run: bool,
+    at_end: u64,
+    scans: u64,
+    capture_time: Duration,
+    next_scan: Option<Instant>,
+    keys: Vec<StackKey>,
+}
+
+impl UserStacks {
+    /// `during_run`: read stacks as the run goes on ([`Self::scan`]); else
+    /// scans do nothing and stacks are normalized when first asked for.
+    pub fn new(during_run: bool) -> Self {
+        Self {
+            cache: CaptureCache::default(),
+            usyms: UserSymbolizer::default(),
+            captured: HashMap::new(),
+            during_run,
+            at_end: 0,
+            scans: 0,
+            capture_time: Duration::ZERO,
+            next_scan: None,
+            keys: Vec::new(),
+        }
+    }
+
+    /// Starts a round of the cache: the next stack of each process checks
+    /// first that its cached mappings are still those of its address space
+    /// (see [`crate::normalize::capture`]). Once per turn of the loop, and
+    /// before the summary's stacks.
+    pub fn new_round(&mut self) {
+        self.cache.new_round();
+    }
+
+    /// Normalizes the stacks counted since the last scan, unless reading
+    /// the keys already took its share of the time (see the module docs);
+    /// `last`: the run's last scan, done whatever the share.
+    pub fn scan(&mut self, obj: &TraceObject, last: bool) -> Result<(), Error> {
+        let t0 = Instant::now();
+        if !self.during_run || (!last && self.next_scan.is_some_and(|t| t0 < t)) {
+            return Ok(());
+        }
+        self.scans += 1;
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        let read = events::stack_keys(obj, &mut keys);
+        // Only the keys' reading is spaced out: it costs the same whether
+        // anything is new or not. New stacks are normalized at once.
+        self.next_scan = Some(t0 + t0.elapsed() * SCAN_SHARE);
+        let done = read.and_then(|()| {
+            keys.iter()
+                .filter_map(|k| Some((k.tgid, k.ustack?)))
+                .try_for_each(|(tgid, id)| self.capture(obj, tgid, id))
+        });
+        self.keys = keys;
+        self.capture_time += t0.elapsed();
+        done
+    }
+
+    /// Normalizes user stack `id` of process `tgid` now, unless it was.
+    pub fn capture(&mut self, obj: &TraceObject, tgid: u32, id: u32) -> Result<(), Error> {
+        if self.captured.contains_key(&(tgid, id)) {
+            return Ok(());
+        }
+        let addrs = events::stack_addrs(obj, id)?;
+        self.captured
+            .insert((tgid, id), self.cache.normalize(tgid, &addrs));
+        Ok(())
+    }
+
+    /// The frames of user stack `id` of `tgid`, as `name+0xoff` or the
+    /// address; `addrs` are its addresses, for a stack not normalized yet
+    /// (it is now: counted as read at the end).
+    pub fn lines(&mut self, tgid: u32, id: u32, addrs: &[u64]) -> Vec<String> {
+        if !self.captured.contains_key(&(tgid, id)) {
+            self.at_end += 1;
+            let frames = self.cache.normalize(tgid, addrs);
+            self.captured.insert((tgid, id), frames);
+        }
+        let Some(frames) = self.captured.get(&(tgid, id)) else {
+            return Vec::new();
+        };
+        let results = self.usyms.symbolize_captured(&self.cache, frames);
+        frames
+            .iter()
+            .zip(results)
+            .map(|(f, r)| match r {
+                Some(r) => frame_line(&r, f.addr),
+                None => format!("{:#x}", f.addr),
+            })
+            .collect()
+    }
+
+    /// [`Self::lines`] of a stack read from the `stacks` map now.
+    pub fn lines_of(&mut self, obj: &TraceObject, tgid: u32, id: u32) -> Vec<String> {
+        let addrs = if self.captured.contains_key(&(tgid, id)) {
+            Vec::new()
+        } else {
+            events::stack_addrs(obj, id).unwrap_or_default()
+        };
+        self.lines(tgid, id, &addrs)
+    }
+
+    /// What was normalized, and how.
+    pub fn totals(&self) -> UserStackTotals {
+        let addresses = self.cache.stats();
+        UserStackTotals {
+            during_run: self.during_run,
+            stacks: self.captured.len() as u64,
+            at_end: self.at_end,
+            addresses,
+            hit_rate: addresses.hit_rate(),
+            scans: self.scans,
+            capture_ms: ms(self.capture_time),
+        }
+    }
+}
+
+/// `name+0xoff`, or the address when it has no symbol.
+fn frame_line(r: &SymResult, addr: u64) -> String {
+    match r {
         // Past the end of any real function: JIT code (BPF programs and
         // trampolines) has no kallsyms entry bpfmux reads.
         SymResult::Symbol(s) if s.offset > MAX_SYMBOL_OFFSET => format!("{addr:#x} [bpf/jit?]"),
         SymResult::Symbol(s) => format!("{}+{:#x}", s.name, s.offset),
         _ => format!("{addr:#x}"),
-    };
-    let mut lines = Vec::new();
+    }
+}
+
+/// Kernel frames as lines (addresses without a symbol table).
+pub(crate) fn kernel_lines(ksyms: Option<&KernelSymbolizer>, kernel: &[u64]) -> Vec<String> {
     match ksyms {
-        Some(k) => lines.extend(k.symbolize(kernel).iter().map(|s| name(&s.result, s.addr))),
-        None => lines.extend(kernel.iter().map(|a| format!("{a:#x}"))),
+        Some(k) => k
+            .symbolize(kernel)
+            .iter()
+            .map(|s| frame_line(&s.result, s.addr))
+            .collect(),
+        None => kernel.iter().map(|a| format!("{a:#x}")).collect(),
     }
-    if !user.is_empty() {
-        lines.push("--".into());
-        match usyms.symbolize(pid, user) {
-            Ok(v) => lines.extend(v.iter().map(|s| name(&s.result, s.addr))),
-            // The process may be gone: addresses are all we have.
-            Err(_) => lines.extend(user.iter().map(|a| format!("{a:#x}"))),
-        }
-    }
-    lines
 }
 
 #[cfg(test)]
@@ -43,8 +222,26 @@ mod tests {
 
     #[test]
     fn frames_without_symbols_are_addresses() {
-        let mut u = UserSymbolizer::default();
-        let f = stack_frames(None, &mut u, 0, &[0x10, 0x20], &[]);
-        assert_eq!(f, ["0x10", "0x20"]);
+        assert_eq!(kernel_lines(None, &[0x10, 0x20]), ["0x10", "0x20"]);
+    }
+
+    /// A stack of this process, normalized before it is printed, names its
+    /// frames; one of a process that does not exist is addresses.
+    #[test]
+    fn user_lines_from_captured_frames() {
+        #[inline(never)]
+        fn marker() {}
+        let addr = marker as *const () as u64;
+        let mut u = UserStacks::new(false);
+        let me = std::process::id();
+        let lines = u.lines(me, 1, &[addr]);
+        assert!(lines[0].contains("marker+0x0"), "{lines:?}");
+        assert_eq!(u.lines(u32::MAX - 1, 1, &[addr]), [format!("{addr:#x}")]);
+        let t = u.totals();
+        assert_eq!((t.stacks, t.at_end), (2, 2));
+        assert_eq!((t.addresses.normalized, t.addresses.failures), (1, 1));
+        // Asked again: the frames kept, nothing normalized again.
+        assert!(u.lines(me, 1, &[])[0].contains("marker"));
+        assert_eq!(u.totals().at_end, 2);
     }
 }

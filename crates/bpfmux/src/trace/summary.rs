@@ -1,8 +1,6 @@
 //! The end of a trace run as data: totals per function, times, losses and
 //! the busiest stacks symbolized — what [`super::JsonLines`] writes last.
 
-use std::time::Duration;
-
 use serde::Serialize;
 
 use super::engine::{EngineKind, ExitSide};
@@ -10,17 +8,14 @@ use super::errors::ErrorTotals;
 use super::events::{self, FuncStats};
 use super::graph::GraphNode;
 use super::output::percentile;
-pub use super::stacks::stack_frames;
+use super::stacks::{kernel_lines, UserStackTotals, UserStacks};
 use super::Tracer;
-use crate::symbolize::{KernelSymbolizer, UserSymbolizer};
+use crate::symbolize::KernelSymbolizer;
 
 /// How many of the busiest stacks the summary symbolizes.
 pub const TOP_STACKS: usize = 10;
 
-/// Milliseconds, rounded to the microsecond.
-pub(crate) fn ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e6).round() / 1e3
-}
+pub(crate) use super::ms;
 
 /// The end of a run: what [`super::JsonLines`] writes last, field for field.
 #[derive(Clone, Debug, Serialize)]
@@ -78,6 +73,10 @@ pub struct Summary {
     /// The busiest stacks, symbolized, when stacks were counted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Vec<StackSummary>>,
+    /// How user stacks were normalized, when they were taken (stacks or
+    /// error chains).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_stacks: Option<UserStackTotals>,
     /// Whether latency histograms were measured.
     #[serde(skip)]
     pub latency: bool,
@@ -238,19 +237,25 @@ pub struct StackSummary {
     pub frames: Vec<String>,
 }
 
-/// The busiest stacks, symbolized with one kernel symbol table load.
-pub(crate) fn symbolized_stacks(t: &Tracer, s: &events::Stacks) -> Vec<StackSummary> {
+/// The busiest stacks, symbolized with one kernel symbol table load; user
+/// frames from what `ustacks` normalized (now, for a stack it has not seen).
+pub(crate) fn symbolized_stacks(
+    t: &Tracer,
+    s: &events::Stacks,
+    ustacks: &mut UserStacks,
+) -> Vec<StackSummary> {
     let ksyms = KernelSymbolizer::load().ok();
-    let mut usyms = UserSymbolizer::default();
+    ustacks.new_round();
     s.counts
         .iter()
         .take(TOP_STACKS)
         .map(|(k, count)| {
-            let get = |id: Option<u32>| {
-                id.and_then(|i| s.addrs.get(&i))
-                    .cloned()
-                    .unwrap_or_default()
-            };
+            let addrs = |id: Option<u32>| id.and_then(|i| s.addrs.get(&i)).map_or(&[][..], |a| a);
+            let mut frames = kernel_lines(ksyms.as_ref(), addrs(k.kstack));
+            if let Some(id) = k.ustack.filter(|&id| !addrs(Some(id)).is_empty()) {
+                frames.push("--".into());
+                frames.extend(ustacks.lines(k.tgid, id, addrs(Some(id))));
+            }
             StackSummary {
                 function: t
                     .selection
@@ -259,13 +264,7 @@ pub(crate) fn symbolized_stacks(t: &Tracer, s: &events::Stacks) -> Vec<StackSumm
                     .map_or_else(|| format!("#{}", k.func), |f| f.display_name()),
                 count: *count,
                 pid: k.tgid,
-                frames: stack_frames(
-                    ksyms.as_ref(),
-                    &mut usyms,
-                    k.tgid,
-                    &get(k.kstack),
-                    &get(k.ustack),
-                ),
+                frames,
             }
         })
         .collect()
