@@ -7,6 +7,9 @@
 # that sleeps past the run (trace-sleeper-*),
 # bpfmux inject failing exactly --times calls and refusing functions not on the list,
 # --filter/--min-latency deciding in the kernel which calls count (trace-filter-*).
+# that sleeps past the run (trace-sleeper-*), --stacks naming the user frames of a process
+# that exited before the run's end (trace-exited-stacks-*),
+# bpfmux inject failing exactly --times calls and refusing functions not on the list.
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
@@ -24,6 +27,7 @@ if on ours; then
 	run trace-refused-global tc refused global
 	run trace-sigterm-global tc sigterm global 'vfs_*'
 	run trace-errors-global tc errors global
+	run trace-exited-stacks-global tc exited-stacks global
 	run trace-nulls-global tc nulls global
 	run trace-graph-global tc graph global
 	run trace-filter-global tc filter global
@@ -56,6 +60,7 @@ if on ours stock-7.3; then
 	run trace-refused-all-tracing-multi tc refused-all tracing-multi
 	run trace-sigterm-tracing-multi tc sigterm tracing-multi 'vfs_*'
 	run trace-errors-tracing-multi tc errors tracing-multi
+	run trace-exited-stacks-tracing-multi tc exited-stacks tracing-multi
 	run trace-nulls-tracing-multi tc nulls tracing-multi
 	run trace-graph-tracing-multi tc graph tracing-multi
 	for e in tracing-multi kprobe-multi fentry-each; do
@@ -93,6 +98,10 @@ run trace-sigterm-kprobe-multi tc sigterm kprobe-multi 'vfs_*'
 # --errors: the failing chain of an openat, on every engine with an exit side.
 run trace-errors-kprobe-multi tc errors kprobe-multi
 run trace-errors-fentry-each tc errors fentry-each
+# --stacks: user frames of a process that exited before the run's end, named from what was
+# normalized while it ran (-c and --pid), and only addresses with --stacks-at-end.
+run trace-exited-stacks-kprobe-multi tc exited-stacks kprobe-multi
+run trace-exited-stacks-fentry-each tc exited-stacks fentry-each
 # When a NULL return is an error: a lone NULL left out and counted, all with --null all,
 # a NULL under an outer errno reported.
 run trace-nulls-kprobe-multi tc nulls kprobe-multi
