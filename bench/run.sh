@@ -12,7 +12,7 @@
 #                quick: "insn rates attach")
 #   --no-others  skips the other bench/*/run.sh
 #   --others     which of them (default: procmap symcheck xdp xdpchain batchsym trace-attach
-#                trace-filter)
+#                trace-filter, capture)
 #   --no-guests  only the other benchmarks (and the report from raw/)
 # env: BENCH_OUT (default bench/results, build/bench-quick with --quick), BPFMUX_CACHE,
 #   BENCH_<NAME>_ARGS: more arguments for bench/<name>/run.sh (NAME upper case, - as _),
@@ -22,7 +22,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 quick= kernels="ours stock-7.3 stock-6.12" others=1 guests=1 phase_list=
-other_list="procmap symcheck xdp xdpchain batchsym trace-attach trace-filter"
+other_list="procmap symcheck xdp xdpchain batchsym trace-attach trace-filter capture"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=--quick ;;
