@@ -4,12 +4,10 @@
 # left attached after an error or a signal, --errors chains with exact calls and errnos
 # (NULL-only chains left out unless --null all),
 # --graph call trees with exact counts per node, no program left behind by a traced call
-# that sleeps past the run (trace-sleeper-*),
-# bpfmux inject failing exactly --times calls and refusing functions not on the list,
-# --filter/--min-latency deciding in the kernel which calls count (trace-filter-*).
 # that sleeps past the run (trace-sleeper-*), --stacks naming the user frames of a process
 # that exited before the run's end (trace-exited-stacks-*),
-# bpfmux inject failing exactly --times calls and refusing functions not on the list.
+# bpfmux inject failing exactly --times calls and refusing functions not on the list,
+# --filter/--min-latency deciding in the kernel which calls count (trace-filter-*).
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
