@@ -79,6 +79,12 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define JC_BITS 12	/* QEMU 7.2's per-vCPU jump cache: 4096 entries */
 #define JC_PAGE_BITS (JC_BITS / 2)
 
+/* What a block's last instruction does ("Dispatch": indirect or not). */
+enum br {
+	BR_NONE, BR_CALL,
+	BR_CALL_IND, BR_JMP_IND, BR_RET, BR_RET_FAR, BR_IRET,	/* indirect: after BR_CALL */
+};
+
 /* One translation of a block. Never freed: 7.2 tells plugins nothing about flushes. */
 struct block {
 	uint32_t n;		/* instructions counted by the block callback */
@@ -400,20 +406,49 @@ static int marker_id(const struct qemu_plugin_insn *insn)
 	return p[3] ? p[3] : -1;
 }
 
-/* ret, iret, or an indirect jump or call (ff /2, /3, /4, /5), prefixes skipped */
-static int is_indirect(const struct qemu_plugin_insn *insn)
+/* A legacy prefix (operand/address size, segment, lock, rep) or REX. */
+static int is_prefix(unsigned char c)
+{
+	return c == 0x66 || c == 0x67 || c == 0xf0 || c == 0xf2 || c == 0xf3 || c == 0x26 ||
+	       c == 0x2e || c == 0x36 || c == 0x3e || c == 0x64 || c == 0x65 || (c & 0xf0) == 0x40;
+}
+
+/* What @insn is as a branch (enum br), its prefixes skipped. */
+static int branch_of(const struct qemu_plugin_insn *insn)
 {
 	const unsigned char *p = qemu_plugin_insn_data(insn);
 	size_t n = qemu_plugin_insn_size(insn), i = 0;
+	unsigned int reg;
 
-	while (i < n && (p[i] == 0x66 || p[i] == 0xf2 || p[i] == 0xf3 || p[i] == 0x2e ||
-			 p[i] == 0x3e || (p[i] & 0xf0) == 0x40))
+	while (i < n && is_prefix(p[i]))
 		i++;
 	if (i >= n)
-		return 0;
-	if (p[i] == 0xc3 || p[i] == 0xc2 || p[i] == 0xcb || p[i] == 0xca || p[i] == 0xcf)
-		return 1;
-	return p[i] == 0xff && i + 1 < n && ((p[i + 1] >> 3) & 7) >= 2 && ((p[i + 1] >> 3) & 7) <= 5;
+		return BR_NONE;
+	switch (p[i]) {
+	case 0xe8:
+		return BR_CALL;
+	case 0xc3:
+	case 0xc2:
+		return BR_RET;
+	case 0xcb:
+	case 0xca:
+		return BR_RET_FAR;
+	case 0xcf:
+		return BR_IRET;
+	case 0xff:
+		if (i + 1 >= n)
+			return BR_NONE;
+		reg = (p[i + 1] >> 3) & 7;
+		/* /3 and /5 (far) take a memory operand only */
+		if ((reg == 3 || reg == 5) && (p[i + 1] >> 6) == 3)
+			return BR_NONE;
+		if (reg == 2 || reg == 3)
+			return BR_CALL_IND;
+		if (reg == 4 || reg == 5)
+			return BR_JMP_IND;
+		return BR_NONE;
+	}
+	return BR_NONE;
 }
 
 static struct site *new_site(struct block *b, uint32_t idx, int mark, int last)
@@ -446,7 +481,7 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 		last = 1;
 	b->n = n - last;
 	/* a dropped last instruction: the block falls through into the next page */
-	b->indirect = !last && is_indirect(qemu_plugin_tb_get_insn(tb, n - 1));
+	b->indirect = !last && branch_of(qemu_plugin_tb_get_insn(tb, n - 1)) > BR_CALL;
 	b->two_pages = (b->vaddr[0] & (PAGE - 1)) +
 		       qemu_plugin_insn_size(qemu_plugin_tb_get_insn(tb, 0)) > PAGE ||
 		       (b->vaddr[0] ^ b->vaddr[b->n - 1]) >= PAGE;
