@@ -2,7 +2,8 @@
 # Host checks of the instruction counter's build and loading (vm/insn; its counting is
 # checked in the guest: tests/guest/suite.d/15-insn.sh). Called by tests/host.sh.
 #   - vm/insn/build.sh fetches the header and builds a plugin exporting the plugin API
-#   - the installed qemu-system-x86_64 loads it; bad arguments are refused with our message
+#   - the installed qemu-system-x86_64 loads it, with hazards=on|off too; bad arguments
+#     are refused with our message
 #   - vm/run --insn fails with one clear line on a QEMU without plugin support and on a
 #     missing header
 #   - bench/jcmiss/jcmiss.sh (real jump-cache misses) has usage and refuses bad arguments
@@ -40,6 +41,10 @@ check "qemu-system-x86_64 loads it (out=FILE)" qemu_quit -plugin "$so,out=$tmp/o
 check "the output file exists after loading" test -f "$tmp/out"
 qemu_quit -plugin "$so,bogus=1"
 check "an unknown argument is refused, saying which" grep -q "unknown argument 'bogus=1'" "$tmp/qemu.err"
+check "hazards=on is accepted" qemu_quit -plugin "$so,out=$tmp/out,hazards=on"
+check "hazards=off is accepted" qemu_quit -plugin "$so,out=$tmp/out,hazards=off"
+qemu_quit -plugin "$so,out=$tmp/out,hazards=yes"
+check "hazards=yes is refused, saying which" grep -q "unknown argument 'hazards=yes'" "$tmp/qemu.err"
 qemu_quit -plugin "$so"
 check "a missing out= is refused" grep -q "no output file" "$tmp/qemu.err"
 

@@ -101,9 +101,10 @@ static char *line_end(char *p, char *end, size_t n)
 int insn_read(struct insn_window *w)
 {
 	unsigned long long count, lookups = 0, misses = 0, unchained = 0, translated = 0;
-	unsigned int cpu;
+	unsigned long long hz[9] = { 0 };
+	unsigned int cpu, full = 0;
 	size_t nprof;
-	char *end, *rec_end, *p;
+	char *end, *rec_end, *p, line[512];
 	int tries = 0, fields;
 
 	memset(w, 0, sizeof(*w));
@@ -133,10 +134,22 @@ int insn_read(struct insn_window *w)
 		buf_len = end - p;
 		return -1;
 	}
-	/* an older plugin writes no dispatch counts, or no translations */
-	fields = sscanf(buf, "window %u %llu %zu %llu %llu %llu %llu", &cpu, &count, &nprof,
-			&lookups, &misses, &unchained, &translated);
-	if (fields != 3 && fields != 6 && fields != 7) {
+	/*
+	 * An older plugin writes no dispatch counts, or no translations; hazards=on adds 10.
+	 * The line alone: scanning on would take the next line's numbers (or stale bytes
+	 * past buf_len) for fields this one does not have.
+	 */
+	if ((size_t)(p - buf) > sizeof(line)) {
+		fprintf(stderr, "insn: a record line of %zu bytes\n", (size_t)(p - buf));
+		return -1;
+	}
+	memcpy(line, buf, p - buf - 1);
+	line[p - buf - 1] = 0;
+	fields = sscanf(line, "window %u %llu %zu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
+			"%llu %llu %llu %u", &cpu, &count, &nprof, &lookups, &misses, &unchained,
+			&translated, &hz[0], &hz[1], &hz[2], &hz[3], &hz[4], &hz[5], &hz[6], &hz[7],
+			&hz[8], &full);
+	if (fields != 3 && fields != 6 && fields != 7 && fields != 17) {
 		fprintf(stderr, "insn: unexpected record '%.*s'\n", (int)(p - buf - 1), buf);
 		return -1;
 	}
@@ -159,6 +172,17 @@ int insn_read(struct insn_window *w)
 	w->misses = misses;
 	w->unchained = unchained;
 	w->translated = translated;
+	w->hazards = fields == 17;
+	w->indirect = hz[0];
+	w->calls = hz[1];
+	w->rets = hz[2];
+	w->ret_miss = hz[3];
+	w->ilines = hz[4];
+	w->dlines = hz[5];
+	w->isites = hz[6];
+	w->itargets = hz[7];
+	w->max_targets = hz[8];
+	w->full = full;
 	if (nprof) {
 		w->prof = calloc(nprof, sizeof(*w->prof));
 		if (!w->prof) {
@@ -286,6 +310,39 @@ static double median_at_mode(const struct insn_window *w, int n, uint64_t mode,
 	return med;
 }
 
+/* (median of @field at hi's mode - the same at lo's) / (k2 - k1) */
+static double per_rep_at_mode(const struct insn_estimate *e, const struct insn_window *wlo,
+			      const struct insn_window *whi, int n, size_t field)
+{
+	return (median_at_mode(whi, n, e->hi.mode, field) -
+		median_at_mode(wlo, n, e->lo.mode, field)) / (e->k2 - e->k1);
+}
+
+/* The hazard fields of an estimate (insn.h) from its undisturbed windows. */
+static void hazard_estimate(struct insn_estimate *e, const struct insn_window *wlo,
+			    const struct insn_window *whi, int n)
+{
+	static const size_t sets[] = {
+		offsetof(struct insn_window, ilines), offsetof(struct insn_window, dlines),
+		offsetof(struct insn_window, isites), offsetof(struct insn_window, itargets),
+		offsetof(struct insn_window, max_targets),
+	};
+	double *out[] = { e->ilines, e->dlines, e->isites, e->itargets, e->max_targets };
+
+	e->indirect_per_rep = per_rep_at_mode(e, wlo, whi, n,
+					      offsetof(struct insn_window, indirect));
+	e->calls_per_rep = per_rep_at_mode(e, wlo, whi, n, offsetof(struct insn_window, calls));
+	e->rets_per_rep = per_rep_at_mode(e, wlo, whi, n, offsetof(struct insn_window, rets));
+	e->ret_miss_per_rep = per_rep_at_mode(e, wlo, whi, n,
+					      offsetof(struct insn_window, ret_miss));
+	for (size_t k = 0; k < sizeof(sets) / sizeof(sets[0]); k++) {
+		out[k][0] = median_at_mode(wlo, n, e->lo.mode, sets[k]);
+		out[k][1] = median_at_mode(whi, n, e->hi.mode, sets[k]);
+	}
+	for (int i = 0; i < n; i++)
+		e->full |= wlo[i].full | whi[i].full;
+}
+
 int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, int samples,
 		 struct insn_estimate *e)
 {
@@ -319,17 +376,16 @@ int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, i
 	/* dispatch: of the undisturbed windows, as the counts */
 	e->dispatch = wlo[0].dispatch;
 	if (e->dispatch) {
-		size_t lk = offsetof(struct insn_window, lookups);
-		size_t ms = offsetof(struct insn_window, misses);
-		size_t un = offsetof(struct insn_window, unchained);
-
-		e->lookups_per_rep = (median_at_mode(whi, n, e->hi.mode, lk) -
-				      median_at_mode(wlo, n, e->lo.mode, lk)) / (k2 - k1);
-		e->misses_per_rep = (median_at_mode(whi, n, e->hi.mode, ms) -
-				     median_at_mode(wlo, n, e->lo.mode, ms)) / (k2 - k1);
-		e->unchained_per_rep = (median_at_mode(whi, n, e->hi.mode, un) -
-					median_at_mode(wlo, n, e->lo.mode, un)) / (k2 - k1);
+		e->lookups_per_rep = per_rep_at_mode(e, wlo, whi, n,
+						     offsetof(struct insn_window, lookups));
+		e->misses_per_rep = per_rep_at_mode(e, wlo, whi, n,
+						    offsetof(struct insn_window, misses));
+		e->unchained_per_rep = per_rep_at_mode(e, wlo, whi, n,
+						       offsetof(struct insn_window, unchained));
 	}
+	e->hazards = wlo[0].hazards;
+	if (e->hazards)
+		hazard_estimate(e, wlo, whi, n);
 	rc = 0;
 out:
 	free(lo);

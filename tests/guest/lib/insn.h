@@ -59,6 +59,18 @@ struct insn_window {
 	 * a steady loop, more than none means code is being rewritten or flushed.
 	 */
 	uint64_t translated;
+	/*
+	 * Hazards (vm/insn/plugin.c, "Hazards"; only if @hazards: the plugin runs with
+	 * hazards=on, `vm/run --insn-hazards`): indirect branches (thunks included), calls,
+	 * near returns and the returns a 16-entry return stack model mispredicts; distinct
+	 * 64-byte instruction and data lines; distinct indirect sites, (site, target) pairs,
+	 * and the most targets of one site. @full: bits 1 instruction lines, 2 data lines, 4
+	 * sites overflowed the plugin's sets (those counts are lower bounds).
+	 */
+	int hazards;
+	uint64_t indirect, calls, rets, ret_miss;
+	uint64_t ilines, dlines, isites, itargets, max_targets;
+	unsigned int full;
 	size_t nprof;		/* profile windows: one entry per address executed */
 	struct insn_pc *prof;
 };
@@ -98,6 +110,16 @@ struct insn_estimate {
 	/* medians over the windows that counted each mode, differenced like per_rep */
 	int dispatch;
 	double lookups_per_rep, misses_per_rep, unchained_per_rep;
+	/*
+	 * Hazards (if @hazards): branch counts per repetition, differenced like per_rep; the
+	 * distinct lines and sites are sizes of a set, not sums, so they are a window's:
+	 * medians over the windows of k1 (lo) and of k2 (hi) repetitions that counted the
+	 * mode. @full: the windows' full bits, or'ed.
+	 */
+	int hazards;
+	double indirect_per_rep, calls_per_rep, rets_per_rep, ret_miss_per_rep;
+	double ilines[2], dlines[2], isites[2], itargets[2], max_targets[2];	/* lo, hi */
+	unsigned int full;
 };
 int insn_per_rep(insn_work_fn fn, void *arg, unsigned int k1, unsigned int k2, int samples,
 		 struct insn_estimate *e);
