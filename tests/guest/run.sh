@@ -23,8 +23,8 @@ fi
 # so in the two-vCPU boot (the trace part's kprobe.multi attach, rcu_preempt in
 # __schedule on the other vCPU).
 one_cpu_parts="50 55"
-# The instruction counter's own checks need its QEMU plugin (vm/run --insn), which slows
-# everything else down: their own boot.
+# The instruction counter's own checks need its QEMU plugin with its hazards (vm/run
+# --insn-hazards), which slows everything else down: their own boot.
 insn_parts="15"
 # Attach/detach under load on both vCPUs, attaching every traceable function, and the batch
 # symbol checks (kprobe.multi attached by name again and again; stock 6.12 once died of it
@@ -84,7 +84,7 @@ for k in "$@"; do
 	# shellcheck disable=SC2086
 	boot "$k" 1 "" $one_cpu_parts
 	# shellcheck disable=SC2086
-	boot "$k" 2 "--insn --single-thread" $insn_parts
+	boot "$k" 2 "--insn-hazards --single-thread" $insn_parts
 	# shellcheck disable=SC2086
 	boot "$k" 2 "--single-thread" $single_thread_parts
 done
