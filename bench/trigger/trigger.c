@@ -19,7 +19,10 @@
  * repeated, median and spread. The same driver with nothing attached is the baseline:
  * a row's hook instructions are its count minus the baseline's. --profile FILE adds, per
  * row, the kernel symbols of those 25 calls (the difference of two profile windows)
- * next to the baseline's.
+ * next to the baseline's. Under `vm/run --insn-hazards` each row also gets its hazards
+ * (vm/insn/README.md, "Hazards"): indirect branches, calls, returns and modelled return
+ * mispredicts per call (differenced like the instructions), and the distinct code and
+ * data lines, indirect sites and most targets of one site of a 25-call window.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -65,6 +68,21 @@ enum how {
 
 enum backend { NONE, PER_FUNCTION, GLOBAL };
 
+/*
+ * --insn under hazards=on: per target call (differenced like the instructions) the first
+ * four; the others are set sizes of a window of one driver run (INSN_CALLS calls).
+ */
+enum hz_field {
+	HZ_INDIRECT, HZ_CALLS, HZ_RETS, HZ_RET_MISS,	/* per call */
+	HZ_ILINES, HZ_DLINES, HZ_SITES, HZ_TARGETS, HZ_MAX_TARGETS,	/* per window */
+	HZ_FIELDS
+};
+#define HZ_PER_CALL HZ_ILINES	/* fields below it are per call */
+static const char *const hz_json[HZ_FIELDS] = {
+	"indirect", "calls", "returns", "return_mispredicts", "code_lines", "data_lines",
+	"indirect_sites", "indirect_targets", "max_targets_per_site",
+};
+
 struct row {
 	const char *name;	/* as in the seeds' tables */
 	enum how how;
@@ -86,6 +104,10 @@ struct row {
 	/* TCG dispatch per target call, one per repeat, if the plugin reports it */
 	double lookups[MAX_REPEATS], misses[MAX_REPEATS], unchained[MAX_REPEATS];
 	int dispatch;
+	/* hazards per repeat, if the plugin reports them (enum hz_field) */
+	double hz[HZ_FIELDS][MAX_REPEATS];
+	int hazards;
+	unsigned int hz_full;	/* the plugin's overflow bits, or'ed */
 	int hits, windows;	/* undisturbed windows (count = mode) of all windows */
 	int unclear;		/* repeats whose modes did not become clear */
 	struct insn_prof prof;	/* --profile: INSN_CALLS calls, folded */
@@ -569,6 +591,18 @@ static int measure_insn(struct row *r, struct loaded *l)
 		r->lookups[r->ninsn] = e.lookups_per_rep / INSN_CALLS;
 		r->misses[r->ninsn] = e.misses_per_rep / INSN_CALLS;
 		r->unchained[r->ninsn] = e.unchained_per_rep / INSN_CALLS;
+		r->hazards = e.hazards;
+		if (e.hazards) {
+			double v[HZ_FIELDS] = {
+				e.indirect_per_rep, e.calls_per_rep, e.rets_per_rep,
+				e.ret_miss_per_rep, e.ilines[0], e.dlines[0], e.isites[0],
+				e.itargets[0], e.max_targets[0],
+			};
+
+			for (int k = 0; k < HZ_FIELDS; k++)
+				r->hz[k][r->ninsn] = k < HZ_PER_CALL ? v[k] / INSN_CALLS : v[k];
+			r->hz_full |= e.full;
+		}
 		r->insn[r->ninsn++] = e.per_rep / INSN_CALLS;
 		r->hits += e.lo.hits + e.hi.hits;
 		r->windows += e.lo.samples + e.hi.samples;
@@ -776,6 +810,56 @@ static void print_dispatch(const struct row *r, int hook)
 	printf(" %7.2f %7.2f %7.2f", d[0] - b[0], d[1] - b[1], d[2] - b[2]);
 }
 
+/* --insn: medians of a row's hazards over its repeats; 0 if it has none. */
+static int hazard_stats(const struct row *r, double out[HZ_FIELDS])
+{
+	double v[MAX_REPEATS], sp;
+
+	if (r->failed || !r->ninsn || !r->hazards)
+		return 0;
+	for (int k = 0; k < HZ_FIELDS; k++) {
+		memcpy(v, r->hz[k], r->ninsn * sizeof(v[0]));
+		insn_median_spread(v, r->ninsn, &out[k], &sp);
+	}
+	return 1;
+}
+
+/*
+ * --insn under hazards=on: per row, the hook's hazards (row - baseline) next to the
+ * baseline's own; max targets is the row's (the most targets of one site is no sum).
+ */
+static void print_hazard_table(void)
+{
+	double b[HZ_FIELDS], h[HZ_FIELDS];
+	char name[96];
+
+	if (!hazard_stats(&baseline, b))
+		return;
+	printf("\nhazards (vm/insn/README.md, \"Hazards\"; hook = row - baseline): indirect "
+	       "branches (thunks included), calls, returns and returns the 16-entry return stack "
+	       "model mispredicts, per target call; distinct 64-byte code and data lines and "
+	       "indirect sites of a window of one driver run (%d calls), and the most targets "
+	       "of one indirect site in it\n", INSN_CALLS);
+	printf("%-34s %9s %8s %8s %9s %10s %10s %7s %8s\n", "row", "indirect", "calls", "rets",
+	       "ret miss", "code lines", "data lines", "sites", "max tgts");
+	printf("%-34s %9.2f %8.2f %8.2f %9.2f %10.0f %10.0f %7.0f %8.0f\n",
+	       "baseline (nothing attached)", b[HZ_INDIRECT], b[HZ_CALLS], b[HZ_RETS],
+	       b[HZ_RET_MISS], b[HZ_ILINES], b[HZ_DLINES], b[HZ_SITES], b[HZ_MAX_TARGETS]);
+	for (size_t i = 0; i < NR_ROWS; i++) {
+		const struct row *r = &rows[i];
+
+		label(r, name, sizeof(name));
+		if (!r->done || !hazard_stats(r, h))
+			continue;
+		printf("%-34s %+9.2f %+8.2f %+8.2f %+9.2f %+10.0f %+10.0f %+7.0f %8.0f%s\n", name,
+		       h[HZ_INDIRECT] - b[HZ_INDIRECT], h[HZ_CALLS] - b[HZ_CALLS],
+		       h[HZ_RETS] - b[HZ_RETS], h[HZ_RET_MISS] - b[HZ_RET_MISS],
+		       h[HZ_ILINES] - b[HZ_ILINES], h[HZ_DLINES] - b[HZ_DLINES],
+		       h[HZ_SITES] - b[HZ_SITES], h[HZ_MAX_TARGETS],
+		       r->hz_full ? "  (a set overflowed: lower bounds)" : "");
+	}
+}
+
 static void print_insn_table(void)
 {
 	double bm, bs, m, sp, sm, ssp;
@@ -859,6 +943,17 @@ static void json_insn(FILE *f, const struct row *r)
 		for (int j = 0; j < r->ninsn; j++)
 			fprintf(f, "%s%.4f", j ? ", " : "", r->unchained[j]);
 		fputs("]", f);
+	}
+	if (r->hazards) {
+		fprintf(f, ", \"hazards\": {\"window_calls\": %d, \"full\": %u", INSN_CALLS,
+			r->hz_full);
+		for (int k = 0; k < HZ_FIELDS; k++) {
+			fprintf(f, ", \"%s\": [", hz_json[k]);
+			for (int j = 0; j < r->ninsn; j++)
+				fprintf(f, "%s%.4f", j ? ", " : "", r->hz[k][j]);
+			fputs("]", f);
+		}
+		fputs("}", f);
 	}
 	fputs("}", f);
 }
@@ -963,7 +1058,9 @@ static void usage(const char *argv0)
 		"                 run, whose functions -all rows trace too, is then 1/100 as dear\n"
 		"  --max-args N   -all rows: functions with up to N arguments (default 12)\n"
 		"  --json FILE    also write the results as JSON\n"
-		"  --insn         count instructions per call instead of timing (needs `vm/run --insn`)\n"
+		"  --insn         count instructions per call instead of timing (needs `vm/run --insn`;\n"
+		"                 under `vm/run --insn-hazards` also indirect branches, return\n"
+		"                 mispredicts, code and data lines per row)\n"
 		"  --insn-windows N  --insn: windows per batch size and repeat (default 15)\n"
 		"  --insn-repeats N  --insn: repeats, median and spread over them (default 3)\n"
 		"  --profile FILE --insn: also the kernel symbols of one call per row (Markdown)\n"
@@ -1116,9 +1213,10 @@ int main(int argc, char **argv)
 		if (rows[j].done && rows[j].failed && !strncmp(rows[j].status, "error", 5))
 			bad++;
 	}
-	if (opt.insn)
+	if (opt.insn) {
 		print_insn_table();
-	else
+		print_hazard_table();
+	} else
 		print_table();
 	if (opt.json && write_json(opt.json, NULL))
 		return 1;
