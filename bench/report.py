@@ -226,6 +226,14 @@ class Run:
         i = r["insn"]
         return (i["per_call"], i["per_call"] - self.insn_base["per_call"], i["spread"], i["runs"])
 
+    def hazards(self, k):
+        """Row k's hazards (bench/trigger --insn under vm/run --insn-hazards) as medians
+        over the repeats, and the hook's (row minus the baseline), or None."""
+        r = self.insn_rows.get(k)
+        if not (r and r.get("insn") and self.insn_base):
+            return None
+        return hazard_medians(r["insn"], self.insn_base)
+
     def insn_ratio(self, num, den):
         a, b = self.insn(num), self.insn(den)
         if a and b and b[1] > 0:
@@ -416,6 +424,38 @@ def trigger_section(runs, out, lines):
         lines.append("![multi/single ratios](trigger-ratios.svg)\n")
 
 
+# Hazard fields of bench/trigger's JSON: the first four per call, the others per window.
+HAZARD_PER_CALL = ["indirect", "calls", "returns", "return_mispredicts"]
+HAZARD_PER_WINDOW = ["code_lines", "data_lines", "indirect_sites", "indirect_targets",
+                     "max_targets_per_site"]
+
+
+def hazard_medians(insn, base):
+    """{field: (row, hook)} of one row's hazards, medians over its repeats; hook = row
+    minus the baseline's (max_targets_per_site: the row's own). None without hazards."""
+    h, b = insn.get("hazards"), (base or {}).get("hazards")
+    if not (h and b):
+        return None
+    out = {}
+    for f in HAZARD_PER_CALL + HAZARD_PER_WINDOW:
+        if not (h.get(f) and b.get(f)):
+            return None
+        v, bv = quantile(h[f], 0.5), quantile(b[f], 0.5)
+        out[f] = (v, v if f == "max_targets_per_site" else v - bv)
+    out["full"] = h.get("full", 0)
+    return out
+
+
+def hazard_cell(hz):
+    """The report's hazard cell of a row: hook per call and per window."""
+    c = (f"{hz['indirect'][1]:+.2f} ind, {hz['return_mispredicts'][1]:+.2f} ret miss, "
+         f"{hz['code_lines'][1]:+.0f}/{hz['data_lines'][1]:+.0f} lines, "
+         f"{hz['max_targets_per_site'][0]:.0f} max tgts")
+    if hz["full"]:
+        c += " (a set overflowed: lower bounds)"
+    return c
+
+
 def insn_table(runs, lines):
     present = [k for k in KERNELS if k in runs and runs[k].insn_base]
     if not present:
@@ -439,16 +479,32 @@ def insn_table(runs, lines):
                      f"{b['undisturbed']}/{b['windows']} windows undisturbed")
     lines.append("")
     order = row_order(runs, "insn_rows")
-    lines.append("| row | " + " | ".join(f"ours: {k}: hook (total), spread" for k in present)
-                 + " |")
-    lines.append("|---|" + "---:|" * len(present))
+    # kernels whose insn phase ran under vm/run --insn-hazards: a hazard column each
+    hz = [k for k in present if (runs[k].insn_base or {}).get("hazards")]
+    if hz:
+        m = runs[hz[0]].insn_base["hazards"].get("window_calls", 25)
+        lines.append(
+            "Hazards (phase `insn` under `vm/run --insn-hazards`, `vm/insn/README.md` "
+            "\"Hazards\"), the hook's (row minus baseline): *ind* = indirect branches per "
+            "call (thunks included), *ret miss* = returns per call that a 16-entry return "
+            "stack model mispredicts, *lines* = distinct 64-byte code / data lines a window "
+            f"of {m} calls touches beyond the baseline's, *max tgts* = the most targets of "
+            "one indirect site in that window (the row's own). Counted on the emulated CPU "
+            "from the instruction stream: what hardware would face, not what it paid.\n")
+    lines.append("| row | " + " | ".join(f"ours: {k}: hook (total), spread"
+                                         + (f" | ours: {k}: hazards (hook)" if k in hz else "")
+                                         for k in present) + " |")
+    lines.append("|---|" + "---:|" * (len(present) + len(hz)))
     for k in order:
         cells = [label(k)]
         for kern in present:
             run = runs[kern]
             v = run.insn(k)
+            h = run.hazards(k) if kern in hz else None
             if not v:
                 cells.append(run.insn_why_missing(k))
+                if kern in hz:
+                    cells.append("")
                 continue
             c = f"{v[1]:.2f} ({v[0]:.2f})"
             single = run.insn_rows[k].get("single")
@@ -458,6 +514,8 @@ def insn_table(runs, lines):
             if run.insn_rows[k]["insn"].get("unclear"):
                 c += f" (no clear mode in {run.insn_rows[k]['insn']['unclear']} repeats)"
             cells.append(c)
+            if kern in hz:
+                cells.append(hazard_cell(h) if h else "")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
 
@@ -698,6 +756,11 @@ def write_insn_json(runs, out, meta):
                     kd["rows"][key_] = {"insns_per_call": v[0],
                                         "hook_insns_per_call": round(v[1], 4),
                                         "spread": v[2], "runs": v[3]}
+                    hz = r.hazards(key_)
+                    if hz:  # medians: (row, hook)
+                        kd["rows"][key_]["hazards"] = {
+                            f: {"row": round(hz[f][0], 4), "hook": round(hz[f][1], 4)}
+                            for f in HAZARD_PER_CALL + HAZARD_PER_WINDOW}
                 else:
                     kd["rows"][key_] = {"status": r.insn_why_missing(key_)}
         rc = (read_text(os.path.join(out, "raw", "xdpchain.rc")) or "").split()

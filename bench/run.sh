@@ -4,7 +4,7 @@
 # then bench/report.py writes REPORT.md and the plots. `make bench` / `make bench-quick`.
 #
 # usage: bench/run.sh [--quick] [--kernels LIST] [--phases LIST] [--no-others | --others LIST]
-#                     [--no-guests]
+#                     [--no-guests] [--insn-hazards]
 #   --quick      short samples, few functions: checks the harness end to end in minutes;
 #                writes to build/bench-quick/ so the committed results stay as they are
 #   --kernels    which kernels to boot (default: ours stock-7.3 stock-6.12)
@@ -14,6 +14,9 @@
 #   --others     which of them (default: procmap symcheck xdp xdpchain batchsym trace-attach
 #                trace-filter, capture)
 #   --no-guests  only the other benchmarks (and the report from raw/)
+#   --insn-hazards  the insn phase boots with `vm/run --insn-hazards`: the trigger rows
+#                also count indirect branches, return mispredicts and cache lines, which
+#                the report shows next to the instructions (the phase runs slower)
 # env: BENCH_OUT (default bench/results, build/bench-quick with --quick), BPFMUX_CACHE,
 #   BENCH_<NAME>_ARGS: more arguments for bench/<name>/run.sh (NAME upper case, - as _),
 #   e.g. BENCH_BATCHSYM_ARGS='--kernels ours,stock-7.3 --parts session50' (no quoting)
@@ -21,7 +24,7 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-quick= kernels="ours stock-7.3 stock-6.12" others=1 guests=1 phase_list=
+quick= kernels="ours stock-7.3 stock-6.12" others=1 guests=1 phase_list= insn_vm=--insn
 other_list="procmap symcheck xdp xdpchain batchsym trace-attach trace-filter capture"
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -31,7 +34,8 @@ while [ $# -gt 0 ]; do
 	--no-others) others= ;;
 	--others) other_list=${2:?--others needs a list}; shift ;;
 	--no-guests) guests= ;;
-	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--insn-hazards) insn_vm=--insn-hazards ;;
+	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -108,7 +112,7 @@ declare -A limits=([insn]=1800 [rates]=1500 [attach]=1800 [all]=1200 [allpf]=900
 # the system. The insn phase counts instructions with the QEMU plugin (vm/insn), also in
 # one host thread.
 declare -A vcpus=([insn]=2 [rates]=2 [attach]=2 [all]=2 [allpf]=2)
-declare -A vm_opts=([insn]="--insn --single-thread" [attach]="--single-thread"
+declare -A vm_opts=([insn]="$insn_vm --single-thread" [attach]="--single-thread"
 	[all]="--single-thread" [allpf]="--single-thread")
 [ -n "$quick" ] && limits=([insn]=900 [rates]=600 [attach]=600)
 if [ -z "$phase_list" ]; then
