@@ -12,7 +12,7 @@
 #                quick: "insn rates attach")
 #   --no-others  skips the other bench/*/run.sh
 #   --others     which of them (default: procmap symcheck xdp xdpchain batchsym trace-attach
-#                trace-filter, capture)
+#                trace-filter capture)
 #   --no-guests  only the other benchmarks (and the report from raw/)
 #   --insn-hazards  the insn phase boots with `vm/run --insn-hazards`: the trigger rows
 #                also count indirect branches, return mispredicts and cache lines, which
