@@ -78,6 +78,7 @@
 #include "../lib/check.h"
 #include "../lib/counter.h"
 #include "../lib/funcs.h"
+#include "../lib/kmod.h"
 
 #ifndef BPFMUX_HAVE_GLOBAL_TRAMP
 /* Built against a libbpf without the series (kernel tree not patched yet): fail when run. */
@@ -669,28 +670,21 @@ out:
 
 static int kmod_loaded(void)
 {
-	return access("/sys/module/" KMOD_NAME, F_OK) == 0;
+	return kmod_is_loaded(KMOD_NAME);
 }
 
 /* 0, or the errno of loading (the module's init returns the ftrace error). */
 static int kmod_load(void)
 {
 	char params[32];
-	int fd, err = 0;
 
-	fd = open(kmod_path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno;
 	snprintf(params, sizeof(params), "tgid=%d", getpid());
-	if (syscall(SYS_finit_module, fd, params, 0))
-		err = errno;
-	close(fd);
-	return err;
+	return kmod_insert(kmod_path, params);
 }
 
 static int kmod_unload(void)
 {
-	return syscall(SYS_delete_module, KMOD_NAME, O_NONBLOCK) ? errno : 0;
+	return kmod_remove(KMOD_NAME);
 }
 
 /* Calls of the module's replacement so far; -1 when the module is not there. */
@@ -1544,31 +1538,6 @@ static unsigned long ksym_range(const char *name, unsigned long *end)
 	return addr;
 }
 
-/* Functions that never return, which the verifier refuses for fexit (noreturn_deny). */
-static void drop_noreturn(struct func_set *set)
-{
-	static const char *const noreturn[] = {
-		"__x64_sys_exit", "__x64_sys_exit_group", "__ia32_sys_exit",
-		"__ia32_sys_exit_group", "__module_put_and_kthread_exit", "do_exit",
-		"do_group_exit", "kthread_complete_and_exit", "make_task_dead",
-		"__kunit_abort", "kunit_try_catch_throw",
-	};
-	size_t i, j, k = 0;
-
-	for (i = 0; i < set->cnt; i++) {
-		for (j = 0; j < sizeof(noreturn) / sizeof(noreturn[0]); j++)
-			if (!strcmp(set->names[i], noreturn[j]))
-				break;
-		if (j < sizeof(noreturn) / sizeof(noreturn[0])) {
-			free(set->names[i]);
-			continue;
-		}
-		set->ids[k] = set->ids[i];
-		set->names[k++] = set->names[i];
-	}
-	set->cnt = k;
-}
-
 /* failslab fails only allocations made below [start, end) (0 and ~0: no filter). */
 static int failslab_below(unsigned long start, unsigned long end)
 {
@@ -1627,7 +1596,7 @@ static void test_counter_fault(long n)
 		goto out;
 	/* More functions than a chunk holds: some counter needs a new chunk. */
 	err = func_set_collect(&set, btf, every, must, 3100);
-	drop_noreturn(&set);
+	func_set_drop_noreturn(&set);
 	check(!err && set.cnt >= 3000, "found %zu functions fexit may trace", set.cnt);
 	xobj = counter_load(gexit_path, "fexit_multi", getpid(), &xprog);
 	fobj = counter_load(obj_path, "fentry_multi", getpid(), &fprog);
@@ -1711,65 +1680,6 @@ out:
 	bpf_object__close(cobj);
 	func_set_free(&set);
 	btf__free(btf);
-}
-
-struct ksym {
-	unsigned long addr;
-	char name[128];
-};
-
-static int ksym_cmp(const void *a, const void *b)
-{
-	const struct ksym *x = a, *y = b;
-
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-/*
- * Two text symbols at one address that are both FUNCs in vmlinux BTF: @want and
- * another (returns 2), else the first such pair (returns 1).
- */
-static int alias_pair(const struct btf *btf, const char *want, struct ksym *out)
-{
-	size_t n = 0, cap = 1 << 16, i, j;
-	struct ksym *syms = malloc(cap * sizeof(*syms));
-	char line[512], type;
-	FILE *f = fopen("/proc/kallsyms", "r");
-	int found = 0;
-
-	while (f && syms && fgets(line, sizeof(line), f)) {
-		if (n == cap && !(syms = realloc(syms, (cap *= 2) * sizeof(*syms))))
-			break;
-		if (sscanf(line, "%lx %c %127s", &syms[n].addr, &type, syms[n].name) == 3 &&
-		    (type == 't' || type == 'T') && !strchr(line, '[') &&
-		    func_id(btf, syms[n].name) > 0)
-			n++;
-	}
-	if (f)
-		fclose(f);
-	if (!syms)
-		return 0;
-	qsort(syms, n, sizeof(*syms), ksym_cmp);
-	for (i = 0; i + 1 < n; i = j) {
-		for (j = i + 1; j < n && syms[j].addr == syms[i].addr; j++)
-			;
-		if (j - i < 2)
-			continue;
-		for (size_t k = i; k < j; k++) {
-			if (found < 2 && !strcmp(syms[k].name, want)) {
-				out[0] = syms[k];
-				out[1] = syms[k == i ? i + 1 : i];
-				found = 2;
-			}
-		}
-		if (!found) {
-			out[0] = syms[i];
-			out[1] = syms[i + 1];
-			found = 1;
-		}
-	}
-	free(syms);
-	return found;
 }
 
 /*

@@ -204,6 +204,32 @@ static int listed(const char *name, const char *const *list)
 	return 0;
 }
 
+/* Both listings, and room for @slots functions in @set. */
+static int collect_start(struct func_set *set, struct names *ftrace, struct names *ksyms,
+			 size_t slots)
+{
+	int err;
+
+	memset(set, 0, sizeof(*set));
+	err = read_ftrace_names(ftrace);
+	if (!err)
+		err = read_kallsyms_names(ksyms);
+	if (err)
+		return err;
+	set->ids = calloc(slots, sizeof(*set->ids));
+	set->names = calloc(slots, sizeof(*set->names));
+	return set->ids && set->names ? 0 : -ENOMEM;
+}
+
+static int collect_end(struct func_set *set, struct names *ftrace, struct names *ksyms, int err)
+{
+	names_free(ftrace);
+	names_free(ksyms);
+	if (err)
+		func_set_free(set);
+	return err;
+}
+
 int func_set_collect(struct func_set *set, const struct btf *btf, const char *const *globs,
 		     const char *const *must, size_t max)
 {
@@ -218,18 +244,9 @@ int func_set_collect_args(struct func_set *set, const struct btf *btf, const cha
 	size_t need = 0;
 	int err;
 
-	memset(set, 0, sizeof(*set));
-	err = read_ftrace_names(&ftrace);
-	if (!err)
-		err = read_kallsyms_names(&ksyms);
+	err = collect_start(set, &ftrace, &ksyms, n);
 	if (err)
 		goto out;
-	set->ids = calloc(n, sizeof(*set->ids));
-	set->names = calloc(n, sizeof(*set->names));
-	if (!set->ids || !set->names) {
-		err = -ENOMEM;
-		goto out;
-	}
 	for (const char *const *m = must; m && *m; m++)
 		need++;
 	/* Two passes: the required names first, so a limit never drops them. */
@@ -270,11 +287,110 @@ int func_set_collect_args(struct func_set *set, const struct btf *btf, const cha
 		}
 	}
 out:
-	names_free(&ftrace);
-	names_free(&ksyms);
+	return collect_end(set, &ftrace, &ksyms, err);
+}
+
+int func_set_collect_absent(struct func_set *set, const struct btf *btf, size_t max)
+{
+	struct names ftrace = {}, ksyms = {};
+	__u32 id, n = btf__type_cnt(btf);
+	int err;
+
+	err = collect_start(set, &ftrace, &ksyms, max);
 	if (err)
-		func_set_free(set);
-	return err;
+		goto out;
+	for (id = 1; id < n && set->cnt < max; id++) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const char *name;
+
+		if (!btf_is_func(t))
+			continue;
+		name = btf__name_by_offset(btf, t->name_off);
+		if (!traceable(btf, t, 6) || listed(name, tracing_denied) ||
+		    names_count(&ftrace, name) || names_count(&ksyms, name))
+			continue;
+		set->ids[set->cnt] = id;
+		set->names[set->cnt] = strdup(name);
+		set->cnt++;
+	}
+out:
+	return collect_end(set, &ftrace, &ksyms, err);
+}
+
+/* The verifier's noreturn_deny list (kernel/bpf/verifier.c). */
+static const char *const noreturn_denied[] = {
+	"__x64_sys_exit", "__x64_sys_exit_group", "__ia32_sys_exit", "__ia32_sys_exit_group",
+	"__module_put_and_kthread_exit", "do_exit", "do_group_exit", "kthread_complete_and_exit",
+	"make_task_dead", "__kunit_abort", "kunit_try_catch_throw", NULL };
+
+int func_noreturn(const char *name)
+{
+	return listed(name, noreturn_denied);
+}
+
+void func_set_drop_noreturn(struct func_set *set)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < set->cnt; i++) {
+		if (func_noreturn(set->names[i])) {
+			free(set->names[i]);
+			continue;
+		}
+		set->ids[k] = set->ids[i];
+		set->names[k++] = set->names[i];
+	}
+	set->cnt = k;
+}
+
+static int ksym_cmp(const void *a, const void *b)
+{
+	const struct ksym *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+int alias_pair(const struct btf *btf, const char *want, struct ksym *out)
+{
+	size_t n = 0, cap = 1 << 16, i, j;
+	struct ksym *syms = malloc(cap * sizeof(*syms));
+	char line[512], type;
+	FILE *f = fopen("/proc/kallsyms", "r");
+	int found = 0;
+
+	while (f && syms && fgets(line, sizeof(line), f)) {
+		if (n == cap && !(syms = realloc(syms, (cap *= 2) * sizeof(*syms))))
+			break;
+		if (sscanf(line, "%lx %c %127s", &syms[n].addr, &type, syms[n].name) == 3 &&
+		    (type == 't' || type == 'T') && !strchr(line, '[') &&
+		    btf__find_by_name_kind(btf, syms[n].name, BTF_KIND_FUNC) > 0)
+			n++;
+	}
+	if (f)
+		fclose(f);
+	if (!syms)
+		return 0;
+	qsort(syms, n, sizeof(*syms), ksym_cmp);
+	for (i = 0; i + 1 < n; i = j) {
+		for (j = i + 1; j < n && syms[j].addr == syms[i].addr; j++)
+			;
+		if (j - i < 2)
+			continue;
+		for (size_t k = i; k < j; k++) {
+			if (found < 2 && !strcmp(syms[k].name, want)) {
+				out[0] = syms[k];
+				out[1] = syms[k == i ? i + 1 : i];
+				found = 2;
+			}
+		}
+		if (!found) {
+			out[0] = syms[i];
+			out[1] = syms[i + 1];
+			found = 1;
+		}
+	}
+	free(syms);
+	return found;
 }
 
 void func_set_free(struct func_set *set)
