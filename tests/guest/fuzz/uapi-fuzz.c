@@ -1671,11 +1671,18 @@ static double slow_op;	/* UAPI_FUZZ_SLOW: print operations that take longer (sec
 static double t_start;
 static int stop_worker;
 static unsigned long worker_calls;
+static double worker_seen;	/* when the worker last came back from its calls */
 
-/* Calls the functions links come and go on, so that their programs run. */
+/*
+ * Calls the functions links come and go on, so that their programs run. An oops in one
+ * of its calls ends this thread only: the end checks that it kept coming back.
+ */
 static void *worker(void *arg)
 {
 	while (!__atomic_load_n(&stop_worker, __ATOMIC_RELAXED)) {
+		double seen = now();
+
+		__atomic_store(&worker_seen, &seen, __ATOMIC_RELAXED);
 		for (int i = 0; i < 16; i++) {
 			syscall(SYS_getpgid, 0);
 			syscall(SYS_getpriority, 0 /* PRIO_PROCESS */, 0);
@@ -1876,7 +1883,7 @@ int main(int argc, char **argv)
 	struct rng setup_rng = { seed };
 	struct thr *thr;
 	pthread_t wtid;
-	double elapsed, t_end;
+	double elapsed, t_end, worker_late;
 	__u64 hits;
 	int err;
 
@@ -1927,6 +1934,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(thr[i].tid, NULL);
 	elapsed = now() - t_start;
+	__atomic_load(&worker_seen, &worker_late, __ATOMIC_RELAXED);
+	worker_late = now() - worker_late;
 	__atomic_store_n(&stop_worker, 1, __ATOMIC_RELAXED);
 	pthread_join(wtid, NULL);
 
@@ -1964,6 +1973,8 @@ int main(int argc, char **argv)
 	check(!failed[FC_HARNESS], "the harness itself ran clean (%lu failures)",
 	      failed[FC_HARNESS]);
 	check(done_ops == n_ops, "%ld of %ld operations made", done_ops, n_ops);
+	check(worker_late < 5, "the worker kept calling the traced functions: %lu calls, the last %.1f s before the end",
+	      worker_calls, worker_late);
 	if (pgid_links >= 20)
 		check(hits > 0, "programs ran: %llu getpgid calls counted, %lu links on getpgid",
 		      (unsigned long long)hits, pgid_links);
