@@ -493,9 +493,41 @@ static int fmodret_allowed(const char *name)
 
 static struct btf *btf;
 
+static void swap_func(struct func_set *set, size_t i, size_t j)
+{
+	__u32 id = set->ids[i];
+	char *name = set->names[i];
+
+	set->ids[i] = set->ids[j];
+	set->names[i] = set->names[j];
+	set->ids[j] = id;
+	set->names[j] = name;
+}
+
 static __s32 func_id(const char *name)
 {
 	return btf__find_by_name_kind(btf, name, BTF_KIND_FUNC);
+}
+
+/* UAPI_FUZZ_POOL: only the first @n functions, getpgid and getpriority moved there. */
+static void pool_keep(size_t n)
+{
+	size_t k = 0;
+
+	if (!n || n >= pool.cnt)
+		return;
+	for (size_t i = 0; i < pool.cnt; i++) {
+		if (strcmp(pool.names[i], "__x64_sys_getpgid") &&
+		    strcmp(pool.names[i], "__x64_sys_getpriority"))
+			continue;
+		swap_func(&pool, i, k++);
+	}
+	for (size_t i = n; i < pool.cnt; i++)
+		free(pool.names[i]);
+	pool.cnt = n;
+	pgid_idx = 0;
+	if (strcmp(pool.names[0], "__x64_sys_getpgid"))
+		swap_func(&pool, 0, 1);
 }
 
 /* The pool and the ids of each fault: 0, or an errno with a message on stderr. */
@@ -539,6 +571,7 @@ static int setup_funcs(void)
 		k++;
 	}
 	pool.cnt = k;
+	pool_keep(getenv("UAPI_FUZZ_POOL") ? atoi(getenv("UAPI_FUZZ_POOL")) : 0);
 	err = read_errinj();
 	if (err) {
 		fprintf(stderr, "uapi-fuzz: the error-injection list: %s\n", strerror(err));
@@ -571,8 +604,8 @@ static int setup_funcs(void)
 		return err;
 	printf("# pool: %zu functions, %zu fmod_ret may take; %zu absent, %zu noreturn; aliases %s and %s\n",
 	       pool.cnt, n_inj, absent.cnt, n_noreturn, pair[0].name, pair[1].name);
-	if (pgid_idx < 0 || !fmodret_allowed(pool.names[pgid_idx]) || n_inj < 10 ||
-	    n_noinj < 10 || (__s32)denied_ids[0] <= 0 || (__s32)denied_ids[1] <= 0 ||
+	if (pgid_idx < 0 || !fmodret_allowed(pool.names[pgid_idx]) ||
+	    (__s32)denied_ids[0] <= 0 || (__s32)denied_ids[1] <= 0 ||
 	    (__s32)nonfunc_ids[0] <= 0 || (__s32)nonfunc_ids[1] <= 0 || !nonfunc_ids[2] ||
 	    !n_noreturn || !absent.cnt) {
 		fprintf(stderr, "uapi-fuzz: some function kind is missing from this kernel\n");
@@ -751,7 +784,7 @@ static enum lfault pick_fault(struct rng *r, int kind)
 
 		if (f == LF_NORETURN && kind == K_FENTRY)
 			continue;
-		if (f == LF_NOT_INJECTABLE && kind != K_FMODRET)
+		if (f == LF_NOT_INJECTABLE && (kind != K_FMODRET || !n_noinj))
 			continue;
 		return f;
 	}
@@ -871,11 +904,35 @@ static void describe_create(struct thr *t, int prog, int global, enum lfault fau
 	snprintf(t->args + len, sizeof(t->args) - len, "%s]", n > 8 ? " ..." : "");
 }
 
-static void op_link_create(struct thr *t)
+/*
+ * UAPI_FUZZ_LINKS=gfentry,pfexit,...: only links of these kinds and backends (g global,
+ * p per-function; fentry, fexit, fmod_ret, fsession), to narrow a finding down.
+ */
+static int link_kinds[2][NR_KINDS];
+
+static void set_link_kinds(const char *list)
+{
+	if (list && !*list)
+		list = NULL;
+	for (int g = 0; g < 2; g++) {
+		for (int k = 0; k < NR_KINDS; k++) {
+			char want[32];
+			size_t len;
+			const char *at;
+
+			len = snprintf(want, sizeof(want), "%c%.*s", g ? 'g' : 'p',
+				       (int)strcspn(kinds[k].name, "."), kinds[k].name);
+			at = list ? strstr(list, want) : NULL;
+			link_kinds[g][k] = !list || (at && (at == list || at[-1] == ',') &&
+						     (!at[len] || at[len] == ','));
+		}
+	}
+}
+
+static void op_link_create_one(struct thr *t, int prog, int global)
 {
 	struct rng *r = &t->rng;
-	const int prog = below(r, NR_TPROGS), kind = tprog_kind(prog);
-	const int global = chance(r, 700), fmodret = kind == K_FMODRET;
+	const int kind = tprog_kind(prog), fmodret = kind == K_FMODRET;
 	const enum lfault fault = chance(r, 330) ? pick_fault(r, kind) : LF_NONE;
 	__u32 n = pick_size(r, global, fmodret ? n_inj : pool.cnt), npidx = n, cnt;
 	__u32 *ids = calloc(n + 16, sizeof(*ids));
@@ -1064,6 +1121,18 @@ out:
 	free(ids);
 	free(cookies);
 	free(pidx);
+}
+
+static void op_link_create(struct thr *t)
+{
+	struct rng *r = &t->rng;
+	int prog = below(r, NR_TPROGS), global = chance(r, 700);
+
+	for (int i = 0; i < 1000 && !link_kinds[global][tprog_kind(prog)]; i++) {
+		prog = below(r, NR_TPROGS);
+		global = chance(r, 700);
+	}
+	op_link_create_one(t, prog, global);
 }
 
 /* ---- link_close, link_info, link_enum -------------------------------------------------- */
@@ -1666,6 +1735,25 @@ static enum op op_kmod(struct thr *t)
 
 /* ---- threads --------------------------------------------------------------------------- */
 
+/*
+ * The operations' weights; to narrow a finding down, UAPI_FUZZ_SKIP=op,op,... leaves
+ * operations out (link_create, chain_add, kmod_load, ...), and UAPI_FUZZ_POOL=N keeps only
+ * N functions (getpgid and getpriority among them) in the pool.
+ */
+static int weights[NR_OPS], total_weight;
+
+static void set_weights(const char *skip)
+{
+	for (int op = 0; op < NR_OPS; op++) {
+		const char *at = skip ? strstr(skip, ops[op].name) : NULL;
+		size_t len = strlen(ops[op].name);
+		int skipped = at && (at == skip || at[-1] == ',') && (!at[len] || at[len] == ',');
+
+		weights[op] = skipped ? 0 : ops[op].weight;
+		total_weight += weights[op];
+	}
+}
+
 static long total_ops, done_ops;
 static double slow_op;	/* UAPI_FUZZ_SLOW: print operations that take longer (seconds) */
 static double t_start;
@@ -1711,11 +1799,11 @@ static void *fuzzer(void *arg)
 	struct thr *t = arg;
 
 	for (long i = 0; i < t->ops; i++) {
-		int w = below(&t->rng, 1000), op = 0;
+		int w = below(&t->rng, total_weight), op = 0;
 		double t0 = now();
 
-		while (op < NR_OPS - 1 && w >= ops[op].weight) {
-			w -= ops[op].weight;
+		while (op < NR_OPS - 1 && w >= weights[op]) {
+			w -= weights[op];
 			op++;
 		}
 		switch (op) {
@@ -1899,6 +1987,12 @@ int main(int argc, char **argv)
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 	slow_op = getenv("UAPI_FUZZ_SLOW") ? atof(getenv("UAPI_FUZZ_SLOW")) : 0;
 	strict = getenv("UAPI_FUZZ_STRICT") && atoi(getenv("UAPI_FUZZ_STRICT"));
+	set_weights(getenv("UAPI_FUZZ_SKIP"));
+	set_link_kinds(getenv("UAPI_FUZZ_LINKS"));
+	if (!total_weight) {
+		fprintf(stderr, "uapi-fuzz: UAPI_FUZZ_SKIP leaves no operation\n");
+		return 2;
+	}
 	pgid_addr = ksym_addr("__x64_sys_getpgid");
 	err = setup_funcs();
 	check(!err && pgid_addr, "functions to attach to (%s)", errname(err));
