@@ -39,9 +39,14 @@
  * coming or going while it ran. At the end everything is closed, and no link and no program
  * the fuzzer made may remain (it waits up to 15 s for deferred frees).
  *
- * Prints a progress line every 10 % (stderr), then per operation its successes and each
- * errno, and "ok - ..." / "FAIL - ..." lines; exit status 0 when all hold. Kernel splats
- * are vm/run's to catch.
+ * Prints a progress line every 10 % (stderr), then per operation its successes, each
+ * errno and its time, and "ok - ..." / "FAIL - ..." lines; exit status 0 when all hold.
+ * Kernel splats are vm/run's to catch; an oops in the worker's calls also fails the run.
+ *
+ * Environment, to narrow a finding down: UAPI_FUZZ_SKIP=op,... leaves operations out,
+ * UAPI_FUZZ_POOL=N keeps N functions (getpgid first), UAPI_FUZZ_LINKS=gfentry,pfexit,...
+ * only those kinds (g global, p per-function), UAPI_FUZZ_SLOW=S prints each operation that
+ * takes S seconds or more, UAPI_FUZZ_STRICT=1 fails the known bug counted below.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,0 +1,9 @@
+# The series' UAPI fuzzed (issue 41, tests/guest/fuzz/uapi-fuzz.c): tracing multi-links
+# of every kind on both backends, the XDP chain commands, and gtramp_kmod.ko (an
+# IPMODIFY ftrace user) coming and going, from three threads on shared fds. Every
+# refusal must be a documented errno, link info and enumeration must match, nothing may
+# be left behind. A few thousand operations at a fixed seed here; tests/guest/kasan.sh
+# runs more on the KASAN build (UAPI_FUZZ_OPS, UAPI_FUZZ_SEEDS).
+if on ours; then
+	run uapi-fuzz "$bin/uapi-fuzz" 8000 1
+fi
