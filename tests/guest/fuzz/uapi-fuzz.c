@@ -258,8 +258,12 @@ static const char *expect_str(const struct expect *e, char *buf, size_t size)
  * Count the outcome @err (0 or an errno) of @op; fail on an errno not documented for it,
  * or not one of @want (NULL: any documented one, or success).
  */
+/* The last outcome counted by this thread, for its history. */
+static __thread int last_err;
+
 static void count_outcome(enum op op, int err)
 {
+	last_err = err;
 	__atomic_fetch_add(&stats[op][err >= 0 && err < MAX_ERRNO ? err : MAX_ERRNO - 1], 1,
 			   __ATOMIC_RELAXED);
 }
@@ -714,6 +718,8 @@ static struct link *link_any(struct rng *r, int *slot)
 
 /* ---- per-thread state and counters ----------------------------------------------------- */
 
+#define HIST 1024
+
 struct thr {
 	pthread_t tid;
 	int idx;
@@ -722,6 +728,13 @@ struct thr {
 	int *perm;		/* a permutation of the pool's indices */
 	int *perm_inj;		/* of the indices fmod_ret may take */
 	char args[1024];	/* the operation, for a failure */
+	/* the last operations, printed when the worker stops coming back */
+	struct {
+		double at;
+		int op, err;
+		char args[200];
+	} hist[HIST];
+	unsigned int nhist;
 };
 
 static unsigned long idle[NR_OPS];	/* nothing to do: no link in the table */
@@ -1787,6 +1800,41 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static struct thr *thr;
+static int nthreads;
+
+/*
+ * The worker stopped coming back from its calls (an oops killed it, or a call hangs):
+ * once, what each thread finished from a second before its last return to 0.2 s after,
+ * with times relative to that return.
+ */
+static void worker_gone(void)
+{
+	static int printed;
+	double seen, t = now();
+
+	__atomic_load(&worker_seen, &seen, __ATOMIC_RELAXED);
+	if (t - seen < 3 || __atomic_exchange_n(&printed, 1, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&out_lock);
+	printf("# the worker last came back %.3f s ago; operations finished around then:\n",
+	       t - seen);
+	for (int i = 0; i < nthreads; i++) {
+		struct thr *h = &thr[i];
+
+		for (unsigned int j = h->nhist > HIST ? h->nhist - HIST : 0; j < h->nhist; j++) {
+			unsigned int k = j % HIST;
+			double at = h->hist[k].at - seen;
+
+			if (at >= -1 && at <= 0.2)
+				printf("#   %+.4f s thread %d %s: %s %s\n", at, i,
+				       ops[h->hist[k].op].name, errname(h->hist[k].err),
+				       h->hist[k].args);
+		}
+	}
+	pthread_mutex_unlock(&out_lock);
+}
+
 static void progress(void)
 {
 	long d = __atomic_add_fetch(&done_ops, 1, __ATOMIC_RELAXED);
@@ -1806,6 +1854,9 @@ static void *fuzzer(void *arg)
 	for (long i = 0; i < t->ops; i++) {
 		int w = below(&t->rng, total_weight), op = 0;
 		double t0 = now();
+
+		snprintf(t->args, sizeof(t->args), "[thread %d: nothing to do]", t->idx);
+		last_err = 0;
 
 		while (op < NR_OPS - 1 && w >= weights[op]) {
 			w -= weights[op];
@@ -1846,6 +1897,13 @@ static void *fuzzer(void *arg)
 			op = op_kmod(t);
 			break;
 		}
+		t->hist[t->nhist % HIST].at = now();
+		t->hist[t->nhist % HIST].op = op;
+		t->hist[t->nhist % HIST].err = last_err;
+		snprintf(t->hist[t->nhist % HIST].args, sizeof(t->hist[0].args), "%.199s",
+			 t->args);
+		t->nhist++;
+		worker_gone();
 		t0 = now() - t0;
 		__atomic_fetch_add(&op_ns[op], (__u64)(t0 * 1e9), __ATOMIC_RELAXED);
 		if (slow_op > 0 && t0 >= slow_op) {
@@ -1970,25 +2028,23 @@ int main(int argc, char **argv)
 {
 	const long n_ops = argc > 1 ? atol(argv[1]) : 0;
 	const unsigned long seed = argc > 2 ? strtoul(argv[2], NULL, 0) : 1;
-	const int nthreads = argc > 3 ? atoi(argv[3]) : 3;
+	const int threads = argc > 3 ? atoi(argv[3]) : 3;
 	unsigned long n_links, n_progs;
 	__u32 first_link = 0, first_prog = 0;
 	struct rng setup_rng = { seed };
-	struct thr *thr;
 	pthread_t wtid;
 	double elapsed, t_end, worker_late;
 	__u64 hits;
 	int err;
 
+	nthreads = threads;
 	if (n_ops <= 0 || nthreads < 1 || nthreads > 64) {
 		fprintf(stderr, "usage: %s OPS [SEED] [THREADS]   (THREADS 1 to 64, default 3)\n",
 			argv[0]);
 		return 2;
 	}
 	prog_dir(bin_dir, sizeof(bin_dir) - 64, argv[0]);
-	/* A module built for another kernel build (tests/guest/kasan.sh: the KASAN one). */
-	snprintf(kmod_path, sizeof(kmod_path), "%.4000s/" KMOD_NAME ".ko",
-		 getenv("BPFMUX_KMOD_DIR") ?: bin_dir);
+	kmod_file(kmod_path, sizeof(kmod_path), bin_dir, KMOD_NAME);
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 	slow_op = getenv("UAPI_FUZZ_SLOW") ? atof(getenv("UAPI_FUZZ_SLOW")) : 0;
 	strict = getenv("UAPI_FUZZ_STRICT") && atoi(getenv("UAPI_FUZZ_STRICT"));
@@ -2026,6 +2082,8 @@ int main(int argc, char **argv)
 			thr[i].perm[j] = j;
 		memcpy(thr[i].perm_inj, inj_idx, n_inj * sizeof(*inj_idx));
 	}
+	worker_late = now();
+	__atomic_store(&worker_seen, &worker_late, __ATOMIC_RELAXED);
 	pthread_create(&wtid, NULL, worker, NULL);
 	t_start = now();
 	for (int i = 0; i < nthreads; i++)

@@ -3,9 +3,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include "kmod.h"
+
+void kmod_file(char *buf, size_t size, const char *dir, const char *name)
+{
+	const char *env = getenv("BPFMUX_KMOD_DIR");
+
+	snprintf(buf, size, "%s/%s.ko", env ? env : dir, name);
+}
 
 int kmod_is_loaded(const char *name)
 {

@@ -3,6 +3,14 @@
 #ifndef BPFMUX_TEST_KMOD_H
 #define BPFMUX_TEST_KMOD_H
 
+#include <stddef.h>
+
+/*
+ * The file of module @name: @name.ko in $BPFMUX_KMOD_DIR (modules built for another
+ * kernel build: tests/guest/kasan.sh, the KASAN one), else in @dir.
+ */
+void kmod_file(char *buf, size_t size, const char *dir, const char *name);
+
 /* Whether module @name is loaded. */
 int kmod_is_loaded(const char *name);
 
