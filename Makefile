@@ -25,6 +25,10 @@ kernel: deps
 kernel-kasan: deps
 	BPFMUX_KCONFIG_EXTRA=kasan BPFMUX_KERNEL_OUT=$(BPFMUX_CACHE)/build-kasan kernel/build.sh
 
+# The same series with lockdep and RCU checking (kernel/config/lockdep.config).
+kernel-lockdep: deps
+	BPFMUX_KCONFIG_EXTRA=lockdep BPFMUX_KERNEL_OUT=$(BPFMUX_CACHE)/build-lockdep kernel/build.sh
+
 test-kasan: kernel kernel-kasan
 	tests/guest/kasan.sh
 
@@ -65,4 +69,4 @@ bench: kernel images
 bench-quick:
 	$(MAKE) bench QUICK=1
 
-.PHONY: help deps kernel kernel-deb kernel-kasan test-kasan kernel-export images guest-programs cli demo test bench bench-quick
+.PHONY: help deps kernel kernel-deb kernel-kasan kernel-lockdep test-kasan kernel-export images guest-programs cli demo test bench bench-quick
