@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ipmodify-race LOOPS [PKIND [XKIND]]: the reproducer of a crash uapi-fuzz found (not in
- * the suite while the kernel has it; bench/results/raw/uapi-fuzz-2026-11-28/README.md).
+ * ipmodify-race LOOPS [PKIND [XKIND]]: the reproducer of a crash uapi-fuzz found
+ * (bench/results/raw/uapi-fuzz-2026-11-28/README.md; suite part 27).
  * A thread calls getpgid without end; each loop, on __x64_sys_getpgid:
  *
  *   1. a global fentry.multi link G;
@@ -12,9 +12,13 @@
  *      EBUSY any more: it attaches the first moment the module lets it;
  *   5. 20 ms of calls; X, P and G closed.
  *
- * On the 53-patch series a call of getpgid then jumps to address 0 from
- * bpf_global_caller_1, or into freed trampoline text (an int3 oops, a panic), within
- * the first loops when P and X are fexit, fmod_ret or fsession; not with P none or fentry.
+ * On the 53-patch series as of 2026-11-28 03:00 UTC a call of getpgid then jumped to
+ * address 0 from bpf_global_caller_1, or into freed trampoline text (an int3 oops, a
+ * panic), within the first loops when P and X were fexit, fmod_ret or fsession: X's new
+ * metadata chained to P's image from before X's attach rebuilt P for the module's
+ * departure (the image that calls the function through the stack, which then called
+ * into the global trampoline). Fixed in patch "bpf: Keep livepatch and the global
+ * trampoline from bypassing each other".
  * Checks: every step answers as documented, and the calling thread kept coming back.
  */
 #define _GNU_SOURCE

@@ -25,6 +25,10 @@
  *                           module refuse each other (EBUSY), the rest attaches; after each
  *                           step every call runs the module's replacement while it is
  *                           loaded and every program counts it
+ *   gtramp ipmodify-multi N the module and a per-function multi-link of each kind, in
+ *                           every order of arrival and departure
+ *   gtramp ipmodify-other N the module and a per-function fexit.multi on getpgid while
+ *                           other functions move from per-function to global links
  *   gtramp ipmodify-transient N
  *                           N refused fexit.multi attaches next to the module and a global
  *                           fentry.multi: no call of getpgid made meanwhile by another
@@ -1027,6 +1031,7 @@ struct peer_case {
 	struct bpf_object *pobj, *gobj;
 	const char *pkind, *gkind;
 	int g_origin, g_counts;
+	int p_multi, p_uncounted;	/* P is a per-function multi-link; its count is not checked */
 	struct bpf_link *p, *g;
 	int on[PEER_ACTORS];
 	char fail[256];		/* the first thing that went wrong in this case */
@@ -1060,7 +1065,7 @@ static void peer_expect(struct peer_case *c, const char *step)
 		peer_fail(c, "%s: %ld of %ld calls returned %ld", step, same, c->n, want);
 	if (c->on[PEER_MOD] && k1 - k0 != c->n)
 		peer_fail(c, "%s: the module's replacement ran %lld of %ld", step, k1 - k0, c->n);
-	if (p != (__u64)(c->on[PEER_PER] ? c->n : 0))
+	if (!c->p_uncounted && p != (__u64)(c->on[PEER_PER] ? c->n : 0))
 		peer_fail(c, "%s: %s counted %llu (want %ld)", step, c->pkind,
 			  (unsigned long long)p, c->on[PEER_PER] ? c->n : 0);
 	if (c->g_counts && g != (__u64)(c->on[PEER_GLOBAL] ? c->n : 0))
@@ -1079,7 +1084,8 @@ static void peer_arrive(struct peer_case *c, int who)
 	if (who == PEER_MOD) {
 		err = kmod_load();
 	} else if (who == PEER_PER) {
-		c->p = bpf_program__attach(c->pprog);
+		c->p = c->p_multi ? attach_flags(c->pprog, c->ids, NULL, 3, 0) :
+				    bpf_program__attach(c->pprog);
 		err = c->p ? 0 : errno;
 	} else {
 		c->g = attach_global(c->gprog, c->ids, NULL, 3);
@@ -1124,6 +1130,53 @@ static int three_ids(const struct btf *btf, __u32 *ids)
 	return (__s32)ids[0] > 0 && (__s32)ids[1] > 0 && (__s32)ids[2] > 0 ? 0 : -1;
 }
 
+/* The counting multi programs of fentry, fexit, fmod_ret and fsession, in that order. */
+static void load_multi_kinds(struct bpf_object **obj, struct bpf_program **prog)
+{
+	static const char *const names[] = { "fentry_multi", "fexit_multi", "fmodret_multi",
+					     "session_multi" };
+
+	obj[0] = counter_load(obj_path, names[0], getpid(), &prog[0]);
+	for (int k = 1; k < 4; k++)
+		obj[k] = counter_load(gexit_path, names[k], getpid(), &prog[k]);
+}
+
+/* Count a case and report its failure; -1 when it left the module loaded. */
+static int peer_case_end(const struct peer_case *c, const char *label, int *cases, int *failed)
+{
+	(*cases)++;
+	*failed += !!c->fail[0];
+	if (c->fail[0])
+		check(0, "%s: %s", label, c->fail);
+	if (kmod_loaded()) {
+		check(0, "module still loaded after a case");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * What the module tests on getpgid start from: the module there and not loaded, the
+ * real getpgid(0), vmlinux BTF (returned; NULL after a failed check) and the sorted ids
+ * of getpgid, getpriority and getsid.
+ */
+static struct btf *peer_setup(__u32 *ids, long *real)
+{
+	struct btf *btf;
+
+	check(access(kmod_path, R_OK) == 0 && !kmod_loaded(),
+	      "test module %s present and not loaded", kmod_path);
+	*real = syscall(SYS_getpgid, 0);
+	btf = btf__load_vmlinux_btf();
+	if (!btf || access(kmod_path, R_OK) || kmod_loaded() || *real < 0 || *real == KMOD_RET ||
+	    three_ids(btf, ids)) {
+		check(0, "vmlinux BTF with getpgid, getpriority and getsid");
+		btf__free(btf);
+		return NULL;
+	}
+	return btf;
+}
+
 static const int peer_orders[6][3] = {
 	{ 0, 1, 2 }, { 0, 2, 1 }, { 1, 0, 2 }, { 1, 2, 0 }, { 2, 0, 1 }, { 2, 1, 0 },
 };
@@ -1132,30 +1185,21 @@ static void test_ipmodify_peer(long n)
 {
 	static const char *const pprogs[] = { "fentry_one", "fexit_one" };
 	static const char *const pkinds[] = { "fentry", "fexit" };
-	static const char *const gprogs[] = { "fentry_multi", "fexit_multi", "fmodret_multi",
-					      "session_multi" };
 	static const char *const gkinds[] = { "fentry", "fexit", "fmod_ret", "fsession" };
 	struct bpf_object *pobj[2] = {}, *gobj[4] = {};
 	struct bpf_program *pprog[2], *gprog[4];
 	struct btf *btf = NULL;
+	char label[64];
 	int cases = 0, failed = 0;
 	__u32 ids[3];
 	long real;
 
-	check(access(kmod_path, R_OK) == 0 && !kmod_loaded(),
-	      "test module %s present and not loaded", kmod_path);
-	real = syscall(SYS_getpgid, 0);
-	btf = btf__load_vmlinux_btf();
-	if (!btf || access(kmod_path, R_OK) || kmod_loaded() || real < 0 || real == KMOD_RET ||
-	    three_ids(btf, ids)) {
-		check(0, "vmlinux BTF with getpgid, getpriority and getsid");
+	btf = peer_setup(ids, &real);
+	if (!btf)
 		goto out;
-	}
 	pobj[0] = counter_load(obj_path, pprogs[0], getpid(), &pprog[0]);
 	pobj[1] = counter_load(gexit_path, pprogs[1], getpid(), &pprog[1]);
-	gobj[0] = counter_load(obj_path, gprogs[0], getpid(), &gprog[0]);
-	for (int k = 1; k < 4; k++)
-		gobj[k] = counter_load(gexit_path, gprogs[k], getpid(), &gprog[k]);
+	load_multi_kinds(gobj, gprog);
 	check(pobj[0] && pobj[1] && gobj[0] && gobj[1] && gobj[2] && gobj[3], "programs load");
 	if (!pobj[0] || !pobj[1] || !gobj[0] || !gobj[1] || !gobj[2] || !gobj[3])
 		goto out;
@@ -1184,15 +1228,10 @@ static void test_ipmodify_peer(long n)
 						peer_arrive(&c, peer_orders[a][i]);
 					for (int i = 0; i < 3; i++)
 						peer_leave(&c, peer_orders[l][i]);
-					cases++;
-					failed += !!c.fail[0];
-					if (c.fail[0])
-						check(0, "P=%s G=%s.multi, arrive/leave %s: %s",
-						      pkinds[pk], gkinds[gk], order, c.fail);
-					if (kmod_loaded()) {
-						check(0, "module still loaded after a case");
+					snprintf(label, sizeof(label), "P=%s G=%s.multi, arrive/leave %s",
+						 pkinds[pk], gkinds[gk], order);
+					if (peer_case_end(&c, label, &cases, &failed))
 						goto out;
-					}
 				}
 			}
 		}
@@ -1204,6 +1243,166 @@ out:
 		bpf_object__close(pobj[k]);
 	for (int k = 0; k < 4; k++)
 		bpf_object__close(gobj[k]);
+	btf__free(btf);
+}
+
+/*
+ * gtramp ipmodify-multi N: the module (M) and a per-function multi-link (P, each kind) on
+ * getpgid, getpriority and getsid arrive and leave in every order. Both must attach
+ * whichever comes second: a trampoline that calls the function is built to call it
+ * through the stack next to the module, as for a single-function link. Upstream 7.3
+ * answered EAGAIN to every exit-kind multi-link arriving after the module. Every call
+ * runs the module's replacement while it is loaded and every program counts every call
+ * (fmod_ret changes nothing and is not counted, as in ipmodify-peer).
+ */
+static void test_ipmodify_multi(long n)
+{
+	static const char *const kinds[] = { "fentry", "fexit", "fmod_ret", "fsession" };
+	static const int orders[2][2] = { { PEER_MOD, PEER_PER }, { PEER_PER, PEER_MOD } };
+	struct bpf_object *obj[4] = {};
+	struct bpf_program *prog[4];
+	struct btf *btf = NULL;
+	char label[64];
+	int cases = 0, failed = 0;
+	__u32 ids[3];
+	long real;
+
+	btf = peer_setup(ids, &real);
+	if (!btf)
+		goto out;
+	load_multi_kinds(obj, prog);
+	check(obj[0] && obj[1] && obj[2] && obj[3], "programs load");
+	if (!obj[0] || !obj[1] || !obj[2] || !obj[3])
+		goto out;
+
+	for (int k = 0; k < 4; k++) {
+		for (int a = 0; a < 2; a++) {
+			for (int l = 0; l < 2; l++) {
+				struct peer_case c = {
+					.addr = ksym_addr("__x64_sys_getpgid"), .n = n,
+					.real = real, .ids = ids, .pprog = prog[k],
+					.pobj = obj[k], .gobj = obj[k], .pkind = kinds[k],
+					.gkind = kinds[k], .p_multi = 1,
+					.p_uncounted = k == 2,
+				};
+
+				for (int i = 0; i < 2; i++)
+					peer_arrive(&c, orders[a][i]);
+				for (int i = 0; i < 2; i++)
+					peer_leave(&c, orders[l][i]);
+				snprintf(label, sizeof(label), "P=%s.multi, arrive %s, leave %s",
+					 kinds[k], a ? "PM" : "MP", l ? "PM" : "MP");
+				if (peer_case_end(&c, label, &cases, &failed))
+					goto out;
+			}
+		}
+	}
+	check(!failed, "%d of %d cases of arrival and departure orders hold (%ld calls each step)",
+	      cases - failed, cases, n);
+out:
+	for (int k = 0; k < 4; k++)
+		bpf_object__close(obj[k]);
+	btf__free(btf);
+}
+
+/*
+ * gtramp ipmodify-other N: the module and a per-function fexit.multi link on getpgid, then,
+ * one at a time, other syscalls that each get a per-function fentry.multi link and then a
+ * global fentry.multi link, which takes the site over from the per-function trampoline
+ * (update_ftrace_direct_mod()). ftrace asked about every IPMODIFY site of the direct ops
+ * on such a move, getpgid's included, whose trampoline lock the global update does not
+ * hold: a lockdep report (lockdep_assert_held_once() in bpf_tramp_ftrace_ops_func()) on a
+ * lockdep build, an unlocked read of the trampoline's flags on any. Five functions, so
+ * that at least one of them almost surely has another trampoline lock than getpgid. On
+ * every kernel: each link attaches, counts each of N calls, and getpgid keeps returning
+ * the module's value, counted.
+ */
+static void test_ipmodify_other(long n)
+{
+	/* Harmless with three zero arguments (the last two fail with EFAULT). */
+	static const char *const others[] = { "__x64_sys_getpriority", "__x64_sys_getsid",
+					      "__x64_sys_times", "__x64_sys_getresuid",
+					      "__x64_sys_getresgid" };
+	static const long nrs[] = { SYS_getpriority, SYS_getsid, SYS_times, SYS_getresuid,
+				    SYS_getresgid };
+	struct bpf_object *xobj = NULL, *pobj = NULL, *gobj = NULL;
+	struct bpf_program *xprog, *pprog, *gprog;
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid");
+	struct bpf_link *x = NULL, *p, *g;
+	struct btf *btf = NULL;
+	__u32 pgid_id, id;
+	int err, bad = 0;
+	long same;
+
+	check(access(kmod_path, R_OK) == 0 && !kmod_loaded(),
+	      "test module %s present and not loaded", kmod_path);
+	btf = btf__load_vmlinux_btf();
+	pgid_id = btf ? func_id(btf, "__x64_sys_getpgid") : 0;
+	if (!btf || (__s32)pgid_id <= 0 || !pgid || access(kmod_path, R_OK) || kmod_loaded()) {
+		check(0, "vmlinux BTF with getpgid");
+		goto out;
+	}
+	xobj = counter_load(gexit_path, "fexit_multi", getpid(), &xprog);
+	pobj = counter_load(obj_path, "fentry_multi", getpid(), &pprog);
+	gobj = counter_load(obj_path, "fentry_multi", getpid(), &gprog);
+	check(xobj && pobj && gobj, "programs load");
+	if (!xobj || !pobj || !gobj)
+		goto out;
+	err = kmod_load();
+	check(!err, "module loads: %s", errname(err));
+	if (err)
+		goto out;
+	x = attach_flags(xprog, &pgid_id, NULL, 1, 0);
+	check(x != NULL, "per-function fexit.multi on getpgid next to the module: %s",
+	      x ? "ok" : errname(errno));
+	for (int i = 0; x && i < 5; i++) {
+		unsigned long addr = ksym_addr(others[i]);
+		__u64 p0, g0;
+
+		id = func_id(btf, others[i]);
+		if ((__s32)id <= 0 || !addr) {
+			check(0, "%s in BTF and kallsyms", others[i]);
+			bad++;
+			continue;
+		}
+		p = attach_flags(pprog, &id, NULL, 1, 0);
+		g = p ? attach_global(gprog, &id, NULL, 1) : NULL;
+		if (!p || !g) {
+			check(0, "%s: per-function then global fentry.multi: %s", others[i],
+			      errname(errno));
+			bad++;
+		} else {
+			p0 = counter_hits(pobj, addr);
+			g0 = counter_hits(gobj, addr);
+			for (long c = 0; c < n; c++)
+				syscall(nrs[i], 0, 0, 0);
+			if (counter_hits(pobj, addr) - p0 != (__u64)n ||
+			    counter_hits(gobj, addr) - g0 != (__u64)n) {
+				check(0, "%s: counted %llu and %llu of %ld", others[i],
+				      (unsigned long long)(counter_hits(pobj, addr) - p0),
+				      (unsigned long long)(counter_hits(gobj, addr) - g0), n);
+				bad++;
+			}
+		}
+		bpf_link__destroy(g);
+		bpf_link__destroy(p);
+	}
+	if (x) {
+		__u64 x0 = counter_hits(xobj, pgid);
+
+		same = getpgid_returning(n, KMOD_RET);
+		check(same == n && counter_hits(xobj, pgid) - x0 == (__u64)n,
+		      "getpgid: %ld of %ld calls ran the module's replacement, %llu counted", same,
+		      n, (unsigned long long)(counter_hits(xobj, pgid) - x0));
+	}
+	check(!bad, "five functions moved between backends next to getpgid's module and trampoline");
+	bpf_link__destroy(x);
+	err = kmod_unload();
+	check(!err, "module unloads: %s", errname(err));
+out:
+	bpf_object__close(xobj);
+	bpf_object__close(pobj);
+	bpf_object__close(gobj);
 	btf__free(btf);
 }
 
@@ -1787,6 +1986,10 @@ int main(int argc, char **argv)
 		test_ipmodify(n);
 	else if (!strcmp(cmd, "ipmodify-peer"))
 		test_ipmodify_peer(n);
+	else if (!strcmp(cmd, "ipmodify-multi"))
+		test_ipmodify_multi(n);
+	else if (!strcmp(cmd, "ipmodify-other"))
+		test_ipmodify_other(n);
 	else if (!strcmp(cmd, "ipmodify-transient"))
 		test_ipmodify_transient(n);
 	else if (!strcmp(cmd, "detach-fault"))
@@ -1800,7 +2003,7 @@ int main(int argc, char **argv)
 			    has_arg(argc, argv, "per-function") ? 0 : BPF_F_TRACING_MULTI_GLOBAL,
 			    has_arg(argc, argv, "all-cpus"));
 	else {
-		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|ipmodify-peer|ipmodify-transient|detach-fault|counter-fault|alias|stress [N] [per-function] [all-cpus]\n",
+		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|ipmodify-peer|ipmodify-multi|ipmodify-other|ipmodify-transient|detach-fault|counter-fault|alias|stress [N] [per-function] [all-cpus]\n",
 			argv[0]);
 		return 2;
 	}

@@ -2,7 +2,10 @@
 # every behaviour; on stock 7.3.4 the flag must be refused with EINVAL (what user space
 # probes for). 6.12 has no tracing multi-link at all. gtramp-ipmodify loads the test module
 # build/guest/gtramp_kmod.ko (an IPMODIFY ftrace user, like livepatch); gtramp-ipmodify-peer
-# adds a per-function trampoline on the same function, in every order. gtramp-detach-fault*
+# adds a per-function trampoline on the same function, in every order; gtramp-ipmodify-multi
+# a per-function multi-link of each kind (stock 7.3 refuses the exit kinds next to the module
+# with EAGAIN); gtramp-ipmodify-other moves other functions between the backends meanwhile (a
+# lockdep warning before ftrace asked only about the sites it changes). gtramp-detach-fault*
 # fail the ftrace update of a detach with failslab (CONFIG_FAILSLAB, this thread only);
 # gtramp-counter-fault fails only the in-flight counters' allocation (its stack filter).
 if on ours; then
@@ -15,6 +18,8 @@ if on ours; then
 	run gtramp-coexist "$bin/gtramp" coexist 500
 	run gtramp-ipmodify "$bin/gtramp" ipmodify 500
 	run gtramp-ipmodify-peer "$bin/gtramp" ipmodify-peer 20
+	run gtramp-ipmodify-multi "$bin/gtramp" ipmodify-multi 20
+	run gtramp-ipmodify-other "$bin/gtramp" ipmodify-other 200
 	run gtramp-ipmodify-transient "$bin/gtramp" ipmodify-transient 200
 	run gtramp-detach-fault "$bin/gtramp" detach-fault 1000
 	run gtramp-detach-fault-all "$bin/gtramp" detach-fault 300 all
