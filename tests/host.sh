@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Host-side checks for the Rust workspace: formatting, lints, tests, docs; the build of the
+# Host-side checks for the Rust workspace: formatting, lints, tests, docs; what
+# `go tool pprof` makes of bpfmux's pprof profiles (tests/pprof-go.sh); the build of the
 # instruction-counting QEMU plugin (tests/insn-plugin.sh); kernel/image-tree.sh
 # (tests/image-tree.sh).
 # Needs: Rust toolchain (rustfmt, clippy), clang, libelf-dev, zlib1g-dev,
@@ -7,7 +8,8 @@
 # symbolization checks, util-linux (unshare) and iproute2 for the namespace
 # ones (scripts/install-deps installs them all). Run as root for the full
 # test set (feature probes, mount and network namespaces, the cross-user
-# ptrace test); exits non-zero on any failure.
+# ptrace test); Go (go on PATH, /usr/local/go, or Debian's golang-go) for
+# tests/pprof-go.sh; exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +24,8 @@ cargo run --quiet -p bpfmux --example symbolize_self
 cargo run --quiet -p bpfmux --example features >/dev/null
 echo "== cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+echo "== go tool pprof reads bpfmux's profiles (tests/pprof-go.sh)"
+tests/pprof-go.sh
 echo "== instruction counter plugin (tests/insn-plugin.sh)"
 tests/insn-plugin.sh
 echo "== what tree an image was built from (tests/image-tree.sh)"

@@ -38,9 +38,15 @@
 //! detaches what it made before it returns the error, and dropping a
 //! [`trace::Tracer`] or [`trace::Session`] closes every link.
 //!
+//! After the summary, [`trace::export`] writes what other tools load: folded
+//! stacks, flame graphs and pprof profiles of [`trace::Session::stacks`] or
+//! the summary's call graph, and (a [`trace::Report`] beside the run's own,
+//! through [`trace::Tee`]) a Chrome trace timeline of per-call events.
+//!
 //! The examples (`cargo run --example NAME`) show one capability each:
 //! `features` (what this kernel offers), `symbolize_self` (normalize and
-//! symbolize this process's own stack), `trace_counts` (count the calls of a
+//! symbolize this process's own stack), `export_profiles` (every output of
+//! `trace::export` from a made-up run), `trace_counts` (count the calls of a
 //! glob; root on a kernel with fentry or kprobes) and `xdp_chain` (two XDP
 //! programs on one interface; root).
 

@@ -30,12 +30,16 @@
 //! call tree in the summary ([`graph`]).
 //!
 //! [`output`] has the text forms the reports write; [`notes`] what a run
-//! says about itself (plan, attach, times, losses), with the caller's prefix.
+//! says about itself (plan, attach, times, losses), with the caller's prefix;
+//! [`export`] the files other tools load: folded stacks, flame graphs, pprof
+//! profiles of the stacks or the call graph, and Chrome trace timelines of
+//! per-call events.
 
 mod btf;
 mod engine;
 pub mod errors;
 mod events;
+pub mod export;
 pub mod filter;
 pub mod graph;
 pub mod inject;
@@ -65,12 +69,13 @@ pub use listings::ListingError;
 pub use notes::{Detail, Hint, Hints, Notes};
 pub use pattern::{Pattern, PatternError, Scope};
 pub use program::Filters;
-pub use report::{Interval, JsonLines, LiveTable, PlainText, Report};
+pub use report::{Interval, JsonLines, LiveTable, PlainText, Report, Tee};
 pub use select::{
     describe_dropped, select, DropReason, Dropped, Func, KernelRefusal, SelectError, SelectOptions,
     Selection,
 };
 pub use session::{RunOptions, Session, Window};
+pub use stacks::{FrameName, Stack, StackFrame};
 pub use summary::Summary;
 
 /// Milliseconds, rounded to the microsecond.

@@ -222,7 +222,7 @@ fn fmt_value(v: u64, kind: ValueKind) -> String {
 }
 
 /// `name=value` for the register arguments the prototype has.
-fn args_text(e: &Event, f: &Func) -> Vec<(String, String)> {
+pub(crate) fn args_text(e: &Event, f: &Func) -> Vec<(String, String)> {
     f.proto
         .params
         .iter()
@@ -239,6 +239,11 @@ fn args_text(e: &Event, f: &Func) -> Vec<(String, String)> {
         .collect()
 }
 
+/// An exit event's return value as its type has it (`None`: `void`).
+pub(crate) fn ret_text(e: &Event, f: &Func) -> Option<String> {
+    (f.proto.ret != ValueKind::Void).then(|| fmt_value(e.ret, f.proto.ret))
+}
+
 /// `12:00:01.123456 cat[42/42] → vfs_read(file=0x..., count=4096)` or
 /// `... ← vfs_read = 4096 (3.2us)`.
 pub fn event_line(e: &Event, f: &Func) -> String {
@@ -252,11 +257,7 @@ pub fn event_line(e: &Event, f: &Func) -> String {
             format!("{who} -> {}({})", f.display_name(), args.join(", "))
         }
         EventKind::Exit => {
-            let ret = if f.proto.ret == ValueKind::Void {
-                "void".to_string()
-            } else {
-                fmt_value(e.ret, f.proto.ret)
-            };
+            let ret = ret_text(e, f).unwrap_or_else(|| "void".into());
             let d = if e.duration_ns > 0 {
                 format!(" ({})", fmt_ns(e.duration_ns))
             } else {

@@ -59,6 +59,28 @@ pub trait Report {
     fn summary(&mut self, summary: &Summary) -> io::Result<()>;
 }
 
+/// A report lent: `&mut report` (`&mut dyn Report` too) reports as it does.
+impl<R: Report + ?Sized> Report for &mut R {
+    fn planned(&mut self, plan: &Plan) -> io::Result<()> {
+        (**self).planned(plan)
+    }
+    fn attached(&mut self, tracer: &Tracer) -> io::Result<()> {
+        (**self).attached(tracer)
+    }
+    fn event(&mut self, event: &Event, func: &Func) -> io::Result<()> {
+        (**self).event(event, func)
+    }
+    fn error_chain(&mut self, chain: &ErrorChain) -> io::Result<()> {
+        (**self).error_chain(chain)
+    }
+    fn interval(&mut self, interval: &Interval<'_>) -> io::Result<()> {
+        (**self).interval(interval)
+    }
+    fn summary(&mut self, summary: &Summary) -> io::Result<()> {
+        (**self).summary(summary)
+    }
+}
+
 /// [`Report::planned`] and [`Report::attached`] as every form has them:
 /// to its notes, if it has any.
 fn note(
@@ -322,6 +344,68 @@ impl<W: Write> Report for LiveTable<W> {
 
     fn summary(&mut self, s: &Summary) -> io::Result<()> {
         self.text.summary(s)
+    }
+}
+
+/// Two reports as one: what a run reports goes to `first`, then to
+/// `second` (an error of either is the tee's). Per-call events can be kept
+/// from `first` ([`Tee::events_to_first`]): a `second` that needs them,
+/// such as a timeline ([`super::export::chrome::ChromeTrace`]), may have
+/// had them turned on for itself alone.
+pub struct Tee<'a> {
+    first: &'a mut dyn Report,
+    second: &'a mut dyn Report,
+    first_events: bool,
+}
+
+impl<'a> Tee<'a> {
+    /// Everything to both.
+    pub fn new(first: &'a mut dyn Report, second: &'a mut dyn Report) -> Self {
+        Self {
+            first,
+            second,
+            first_events: true,
+        }
+    }
+
+    /// Whether `first` gets the per-call events too (it does by default).
+    pub fn events_to_first(mut self, yes: bool) -> Self {
+        self.first_events = yes;
+        self
+    }
+}
+
+impl Report for Tee<'_> {
+    fn planned(&mut self, plan: &Plan) -> io::Result<()> {
+        self.first.planned(plan)?;
+        self.second.planned(plan)
+    }
+
+    fn attached(&mut self, tracer: &Tracer) -> io::Result<()> {
+        self.first.attached(tracer)?;
+        self.second.attached(tracer)
+    }
+
+    fn event(&mut self, e: &Event, f: &Func) -> io::Result<()> {
+        if self.first_events {
+            self.first.event(e, f)?;
+        }
+        self.second.event(e, f)
+    }
+
+    fn error_chain(&mut self, c: &ErrorChain) -> io::Result<()> {
+        self.first.error_chain(c)?;
+        self.second.error_chain(c)
+    }
+
+    fn interval(&mut self, iv: &Interval<'_>) -> io::Result<()> {
+        self.first.interval(iv)?;
+        self.second.interval(iv)
+    }
+
+    fn summary(&mut self, s: &Summary) -> io::Result<()> {
+        self.first.summary(s)?;
+        self.second.summary(s)
     }
 }
 

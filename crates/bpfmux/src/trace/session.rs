@@ -20,11 +20,13 @@ use super::events::{self, Event, FuncStats};
 use super::graph;
 use super::output;
 use super::report::{Interval, Report};
-use super::stacks::UserStacks;
+use super::stacks::{self, Stack, UserStacks};
 use super::summary::{
-    ms, symbolized_stacks, AttachBreakdown, FilterTotals, FunctionTotals, Lost, Skipped, Summary,
+    ms, AttachBreakdown, FilterTotals, FunctionTotals, Lost, Skipped, StackSummary, Summary,
+    TOP_STACKS,
 };
 use super::{Error, Tracer};
+use crate::symbolize::KernelSymbolizer;
 
 /// How long a run lasts and how often it reports.
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +64,11 @@ pub struct Session {
     detach_time: Duration,
     errors: ErrorTally,
     ustacks: UserStacks,
+    /// The stack counts, read once after the detach.
+    read_stacks: Option<events::Stacks>,
+    /// The kernel symbol table (`None` inside: it could not be read),
+    /// loaded once for the summary's stacks and [`Session::stacks`].
+    ksyms: Option<Option<KernelSymbolizer>>,
 }
 
 impl Session {
@@ -74,6 +81,8 @@ impl Session {
             detach_time: Duration::ZERO,
             errors: ErrorTally::default(),
             ustacks: UserStacks::new(during_run),
+            read_stacks: None,
+            ksyms: None,
         }
     }
 
@@ -199,6 +208,38 @@ impl Session {
         self.tracer.disarm_error.as_deref()
     }
 
+    /// Every stack counted (the summary has the busiest [`TOP_STACKS`]),
+    /// busiest first, symbolized as the summary's are: what stack profiles
+    /// are made of ([`super::export`]). Empty when stacks were not counted.
+    /// Call it after [`Session::detach`], and before [`Session::summary`]
+    /// for the summary's user stack totals to count the stacks normalized
+    /// only now (with [`super::TraceOptions::user_stacks_at_end`]).
+    pub fn stacks(&mut self) -> Result<Vec<Stack>, Error> {
+        self.stacks_up_to(usize::MAX)
+    }
+
+    /// The first `max` stacks, busiest first (the counts read once).
+    fn stacks_up_to(&mut self, max: usize) -> Result<Vec<Stack>, Error> {
+        let t = &self.tracer;
+        if !(t.opts.kstack || t.opts.ustack) {
+            return Ok(Vec::new());
+        }
+        let read = match &mut self.read_stacks {
+            Some(r) => r,
+            r @ None => r.insert(events::read_stacks(t.object())?),
+        };
+        let ksyms = self
+            .ksyms
+            .get_or_insert_with(|| KernelSymbolizer::load().ok());
+        Ok(stacks::symbolize(
+            t,
+            read,
+            &mut self.ustacks,
+            ksyms.as_ref(),
+            max,
+        ))
+    }
+
     /// Totals since attach, the busiest stacks symbolized (when stacks were
     /// counted; user frames from what was normalized as they were captured,
     /// or now for stacks not seen before), times and losses. Call it after
@@ -221,11 +262,12 @@ impl Session {
             })
             .collect();
         let stacks = if t.opts.kstack || t.opts.ustack {
-            let read = events::read_stacks(t.object())?;
-            Some(symbolized_stacks(t, &read, &mut self.ustacks))
+            let top = self.stacks_up_to(TOP_STACKS)?;
+            Some(top.iter().map(StackSummary::from).collect())
         } else {
             None
         };
+        let t = &self.tracer;
         let user_stacks = (t.opts.ustack || t.opts.errors).then(|| self.ustacks.totals());
         let b = &t.breakdown;
         Ok(Summary {

@@ -1,6 +1,7 @@
-//! Stacks the programs recorded, as lines people read: kernel frames
-//! symbolized with kallsyms, user frames from what was normalized while the
-//! run went on; and [`UserStackTotals`], how that went.
+//! Stacks the programs recorded: [`Stack`]s of [`StackFrame`]s, kernel
+//! frames symbolized with kallsyms, user frames from what was normalized
+//! while the run went on, and as lines people read ([`StackFrame::line`]);
+//! and [`UserStackTotals`], how that went.
 //!
 //! # User stacks are normalized as they are captured
 //!
@@ -29,15 +30,16 @@
 //! addresses, counted in [`CaptureStats::failures`].
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::events::{self, StackKey};
 use super::program::TraceObject;
-use super::{ms, Error};
+use super::{ms, Error, Tracer};
 use crate::normalize::capture::{CaptureCache, CaptureStats, Frame};
-use crate::symbolize::{KernelSymbolizer, SymResult, UserSymbolizer};
+use crate::symbolize::{KernelSymbolizer, SymResult, Symbol, UserSymbolizer};
 
 /// Larger than any kernel function: the address is not in the symbol.
 const MAX_SYMBOL_OFFSET: u64 = 1 << 20;
@@ -145,10 +147,10 @@ impl UserStacks {
         Ok(())
     }
 
-    /// The frames of user stack `id` of `tgid`, as `name+0xoff` or the
-    /// address; `addrs` are its addresses, for a stack not normalized yet
-    /// (it is now: counted as read at the end).
-    pub fn lines(&mut self, tgid: u32, id: u32, addrs: &[u64]) -> Vec<String> {
+    /// The frames of user stack `id` of `tgid`, symbolized; `addrs` are
+    /// its addresses, for a stack not normalized yet (it is now: counted as
+    /// read at the end).
+    pub fn frames(&mut self, tgid: u32, id: u32, addrs: &[u64]) -> Vec<StackFrame> {
         if !self.captured.contains_key(&(tgid, id)) {
             self.at_end += 1;
             let frames = self.cache.normalize(tgid, addrs);
@@ -161,11 +163,13 @@ impl UserStacks {
         frames
             .iter()
             .zip(results)
-            .map(|(f, r)| match r {
-                Some(r) => frame_line(&r, f.addr),
-                None => format!("{:#x}", f.addr),
-            })
+            .map(|(f, r)| StackFrame::new(f.addr, r))
             .collect()
+    }
+
+    /// [`Self::frames`] as lines: `name+0xoff`, or the address.
+    pub fn lines(&mut self, tgid: u32, id: u32, addrs: &[u64]) -> Vec<String> {
+        lines(&self.frames(tgid, id, addrs))
     }
 
     /// [`Self::lines`] of a stack read from the `stacks` map now.
@@ -193,27 +197,126 @@ impl UserStacks {
     }
 }
 
-/// `name+0xoff`, or the address when it has no symbol.
-fn frame_line(r: &SymResult, addr: u64) -> String {
-    match r {
-        // Past the end of any real function: JIT code (BPF programs and
-        // trampolines) has no kallsyms entry bpfmux reads.
-        SymResult::Symbol(s) if s.offset > MAX_SYMBOL_OFFSET => format!("{addr:#x} [bpf/jit?]"),
-        SymResult::Symbol(s) => format!("{}+{:#x}", s.name, s.offset),
-        _ => format!("{addr:#x}"),
+/// A stack the programs counted: the traced function, the process, how
+/// often, and its frames, symbolized.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stack {
+    /// The traced function: `name`, or `module:name`.
+    pub function: String,
+    /// The process (thread group) that made the calls.
+    pub pid: u32,
+    /// Calls of `function` through this stack.
+    pub count: u64,
+    /// Kernel frames, innermost first (as captured).
+    pub kernel: Vec<StackFrame>,
+    /// User frames, innermost first (as captured).
+    pub user: Vec<StackFrame>,
+}
+
+/// One frame of a [`Stack`]: its address and what it is known to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackFrame {
+    /// The address as captured.
+    pub addr: u64,
+    /// What it resolved to.
+    pub name: FrameName,
+}
+
+/// What a [`StackFrame`]'s address resolved to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrameName {
+    /// A symbol covers it (with the functions inlined there, and file and
+    /// line where DWARF has them).
+    Symbol(Symbol),
+    /// In this file, but no symbol covers it.
+    File(PathBuf),
+    /// A kernel address past the end of any function kallsyms names as
+    /// bpfmux reads it: most likely JIT code (BPF programs, trampolines).
+    Jit,
+    /// Only the address is known (not mapped, not normalized, no symbols).
+    Unknown,
+}
+
+impl StackFrame {
+    /// From a symbolizer's answer (`None`: the address only).
+    fn new(addr: u64, r: Option<SymResult>) -> Self {
+        let name = match r {
+            // Past the end of any real function: JIT code (BPF programs and
+            // trampolines) has no kallsyms entry bpfmux reads.
+            Some(SymResult::Symbol(s)) if s.offset > MAX_SYMBOL_OFFSET => FrameName::Jit,
+            Some(SymResult::Symbol(s)) => FrameName::Symbol(s),
+            Some(SymResult::NoSymbol {
+                module: Some(m), ..
+            }) => FrameName::File(m),
+            _ => FrameName::Unknown,
+        };
+        Self { addr, name }
+    }
+
+    /// `name+0xoff`, or the address when it has no symbol (`0x… [bpf/jit?]`
+    /// for [`FrameName::Jit`]).
+    pub fn line(&self) -> String {
+        let addr = self.addr;
+        match &self.name {
+            FrameName::Symbol(s) => format!("{}+{:#x}", s.name, s.offset),
+            FrameName::Jit => format!("{addr:#x} [bpf/jit?]"),
+            FrameName::File(_) | FrameName::Unknown => format!("{addr:#x}"),
+        }
+    }
+}
+
+/// The first `max` stacks of `read` (busiest first), symbolized with
+/// `ksyms` (one kernel symbol table for them all); user frames from what
+/// `ustacks` normalized (now, for a stack it has not seen).
+pub(crate) fn symbolize(
+    t: &Tracer,
+    read: &events::Stacks,
+    ustacks: &mut UserStacks,
+    ksyms: Option<&KernelSymbolizer>,
+    max: usize,
+) -> Vec<Stack> {
+    ustacks.new_round();
+    let addrs = |id: Option<u32>| id.and_then(|i| read.addrs.get(&i)).map_or(&[][..], |a| a);
+    read.counts
+        .iter()
+        .take(max)
+        .map(|(k, count)| Stack {
+            function: t
+                .selection
+                .funcs
+                .get(k.func)
+                .map_or_else(|| format!("#{}", k.func), |f| f.display_name()),
+            pid: k.tgid,
+            count: *count,
+            kernel: kernel_frames(ksyms, addrs(k.kstack)),
+            user: match k.ustack.filter(|&id| !addrs(Some(id)).is_empty()) {
+                Some(id) => ustacks.frames(k.tgid, id, addrs(Some(id))),
+                None => Vec::new(),
+            },
+        })
+        .collect()
+}
+
+/// Frames as lines ([`StackFrame::line`]).
+pub(crate) fn lines(frames: &[StackFrame]) -> Vec<String> {
+    frames.iter().map(StackFrame::line).collect()
+}
+
+/// Kernel frames, symbolized (addresses only without a symbol table).
+pub(crate) fn kernel_frames(ksyms: Option<&KernelSymbolizer>, kernel: &[u64]) -> Vec<StackFrame> {
+    match ksyms {
+        Some(k) => k
+            .symbolize(kernel)
+            .into_iter()
+            .map(|s| StackFrame::new(s.addr, Some(s.result)))
+            .collect(),
+        None => kernel.iter().map(|&a| StackFrame::new(a, None)).collect(),
     }
 }
 
 /// Kernel frames as lines (addresses without a symbol table).
 pub(crate) fn kernel_lines(ksyms: Option<&KernelSymbolizer>, kernel: &[u64]) -> Vec<String> {
-    match ksyms {
-        Some(k) => k
-            .symbolize(kernel)
-            .iter()
-            .map(|s| frame_line(&s.result, s.addr))
-            .collect(),
-        None => kernel.iter().map(|a| format!("{a:#x}")).collect(),
-    }
+    lines(&kernel_frames(ksyms, kernel))
 }
 
 #[cfg(test)]

@@ -5,12 +5,10 @@ use serde::Serialize;
 
 use super::engine::{EngineKind, ExitSide};
 use super::errors::ErrorTotals;
-use super::events::{self, FuncStats};
+use super::events::FuncStats;
 use super::graph::GraphNode;
 use super::output::percentile;
-use super::stacks::{kernel_lines, UserStackTotals, UserStacks};
-use super::Tracer;
-use crate::symbolize::KernelSymbolizer;
+use super::stacks::{lines, Stack, UserStackTotals};
 
 /// How many of the busiest stacks the summary symbolizes.
 pub const TOP_STACKS: usize = 10;
@@ -31,7 +29,7 @@ pub struct Summary {
     pub functions_attached: usize,
     /// Dropped by the selection or refused by the kernel at attach.
     pub functions_dropped: usize,
-    /// The drops worth a warning (see [`Tracer::warnings`]).
+    /// The drops worth a warning (see [`super::Tracer::warnings`]).
     pub skipped: Vec<Skipped>,
     /// Links the kernel made.
     pub links: usize,
@@ -237,37 +235,21 @@ pub struct StackSummary {
     pub frames: Vec<String>,
 }
 
-/// The busiest stacks, symbolized with one kernel symbol table load; user
-/// frames from what `ustacks` normalized (now, for a stack it has not seen).
-pub(crate) fn symbolized_stacks(
-    t: &Tracer,
-    s: &events::Stacks,
-    ustacks: &mut UserStacks,
-) -> Vec<StackSummary> {
-    let ksyms = KernelSymbolizer::load().ok();
-    ustacks.new_round();
-    s.counts
-        .iter()
-        .take(TOP_STACKS)
-        .map(|(k, count)| {
-            let addrs = |id: Option<u32>| id.and_then(|i| s.addrs.get(&i)).map_or(&[][..], |a| a);
-            let mut frames = kernel_lines(ksyms.as_ref(), addrs(k.kstack));
-            if let Some(id) = k.ustack.filter(|&id| !addrs(Some(id)).is_empty()) {
-                frames.push("--".into());
-                frames.extend(ustacks.lines(k.tgid, id, addrs(Some(id))));
-            }
-            StackSummary {
-                function: t
-                    .selection
-                    .funcs
-                    .get(k.func)
-                    .map_or_else(|| format!("#{}", k.func), |f| f.display_name()),
-                count: *count,
-                pid: k.tgid,
-                frames,
-            }
-        })
-        .collect()
+impl From<&Stack> for StackSummary {
+    /// Kernel frames, then `--` and the user frames when there are any.
+    fn from(s: &Stack) -> Self {
+        let mut frames = lines(&s.kernel);
+        if !s.user.is_empty() {
+            frames.push("--".into());
+            frames.extend(lines(&s.user));
+        }
+        Self {
+            function: s.function.clone(),
+            count: s.count,
+            pid: s.pid,
+            frames,
+        }
+    }
 }
 
 #[cfg(test)]
