@@ -45,7 +45,8 @@ enum Command {
     Inject(cmd::inject::Args),
     Maps(cmd::maps::Args),
     Sym(cmd::sym::Args),
-    Trace(cmd::trace::Args),
+    // Boxed: its options are many times the others' size.
+    Trace(Box<cmd::trace::Args>),
     Xdp(cmd::xdp::Args),
 }
 
@@ -69,7 +70,7 @@ fn main() {
         Command::Inject(a) => cmd::inject::run(a),
         Command::Maps(a) => cmd::maps::run(a),
         Command::Sym(a) => cmd::sym::run(a),
-        Command::Trace(a) => cmd::trace::run(a),
+        Command::Trace(a) => cmd::trace::run(*a),
         Command::Xdp(a) => cmd::xdp::run(a),
     };
     if let Err(e) = result {

@@ -21,11 +21,18 @@ impl fmt::Display for OutputError {
 
 impl std::error::Error for OutputError {}
 
-/// Locked standard output whose errors are [`OutputError`]s.
-pub struct Stdout(StdoutLock<'static>);
+/// Locked standard output whose errors are [`OutputError`]s (or nothing,
+/// see [`nowhere`]).
+pub struct Stdout(Option<StdoutLock<'static>>);
 
 pub fn stdout() -> Stdout {
-    Stdout(io::stdout().lock())
+    Stdout(Some(io::stdout().lock()))
+}
+
+/// In the place of standard output for a report whose standard output
+/// another output took (`bpfmux trace --folded -`): writes nothing.
+pub fn nowhere() -> Stdout {
+    Stdout(None)
 }
 
 fn named(e: io::Error) -> io::Error {
@@ -34,15 +41,24 @@ fn named(e: io::Error) -> io::Error {
 
 impl Write for Stdout {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf).map_err(named)
+        match &mut self.0 {
+            Some(o) => o.write(buf).map_err(named),
+            None => Ok(buf.len()),
+        }
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.0.write_all(buf).map_err(named)
+        match &mut self.0 {
+            Some(o) => o.write_all(buf).map_err(named),
+            None => Ok(()),
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.0.flush().map_err(named)
+        match &mut self.0 {
+            Some(o) => o.flush().map_err(named),
+            None => Ok(()),
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use bpfmux::trace::errors::{errno_by_name, errno_name};
 use bpfmux::trace::inject::{InjectError, Injection};
 use bpfmux::trace::{self, Filters, JsonLines, PlainText};
 
+use super::trace::exports::Exports;
 use super::trace::{execute, inputs, Output, Shared, Which};
 
 /// Make kernel functions return an errno: every function the patterns
@@ -100,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..Default::default()
     };
     let json = args.json;
-    execute(&shared, opts, |out, notes| {
+    execute(&shared, opts, &mut Exports::none(), |out, notes| {
         if json {
             Output::Json(JsonLines::new(out, false).with_notes(notes))
         } else {

@@ -4,6 +4,7 @@
 //! arguments, the `-c` command and the signals.
 
 mod child;
+pub(super) mod exports;
 pub(super) mod inputs;
 mod signals;
 
@@ -18,6 +19,7 @@ use bpfmux::trace::{JsonLines, LiveTable, PlainText, Report, RunOptions, Session
 use crate::parse::{parse_interval, parse_seconds};
 use crate::progress::AttachProgress;
 use child::Child;
+use exports::{ExportArgs, Exports};
 
 /// Trace kernel functions: one BPF program on every function the patterns
 /// match, attached with the fastest mechanism this kernel offers.
@@ -78,6 +80,18 @@ callers and prints the tree at the end: a node per function under one chain of
 callers, its calls folded (vfs_read ×5000), inclusive time and exclusive time
 (less the time in traced calls it made).
 
+--folded, --flamegraph and --pprof FILE write what --stacks or --graph counted
+for other tools ('-': standard output, the usual output then not written):
+folded stacks (flamegraph.pl, inferno, speedscope), a flame graph SVG, a pprof
+profile (go tool pprof, Parca, Pyroscope). Of --stacks: calls per stack and
+process, frames by function name, user frames outermost first, then kernel
+frames, then the traced function. Of --graph: calls and exclusive time per path
+of traced calls (a function's width in the flame graph, and its cum in pprof,
+is its inclusive time). --chrome-trace FILE writes a timeline: a slice per call
+of the functions named exactly, from per-call events, the only data with a
+call's own time (--latency and --graph add times up in the kernel, per function
+and per path).
+
 Counting starts once every function is attached and stops before detaching.
 Ctrl-C (or SIGTERM) stops tracing, or abandons an attach in progress; either
 way everything attached is detached before bpfmux exits (status 130/143 when
@@ -113,6 +127,16 @@ Examples:
                                              only the error chains that end in EINVAL
   bpfmux trace --graph -c 'ls /' 'vfs_*' '__x64_sys_*' 'ext4_*'
                                              the call tree of those functions for one command
+  bpfmux trace --stacks --flamegraph ls.svg -c 'ls -l /' __x64_sys_openat
+                                             a flame graph of where ls opens files from
+  bpfmux trace --stacks --folded - -d 5 vfs_read | inferno-flamegraph > read.svg
+                                             folded stacks for another tool
+  bpfmux trace --stacks --pprof read.pb.gz -d 10 vfs_read
+                                             then: go tool pprof -top read.pb.gz
+  bpfmux trace --graph --pprof ls.pb.gz -c 'ls /' 'vfs_*' '__x64_sys_*'
+                                             the call tree's time, as a pprof profile
+  bpfmux trace --latency --chrome-trace ls.json -c 'ls /' vfs_read vfs_getattr
+                                             each call on a timeline (ui.perfetto.dev)
   bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)
   bpfmux trace --list 'tcp_*'                the functions a pattern selects, no attach
   bpfmux trace -f funcs.txt -d 5             patterns from a file, one per line")]
@@ -176,6 +200,8 @@ pub struct Args {
     /// a summary.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    exports: ExportArgs,
     /// Rows in the live table (default: the terminal's height).
     #[arg(short = 'n', long, value_name = "N")]
     top: Option<usize>,
@@ -337,6 +363,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.list {
         return list(&args, &patterns, &excludes);
     }
+    let mut exports = args.exports.open(args.stacks, args.graph, args.args)?;
     // Per-call events and error chains come without interval lines.
     let intervals = !args.args && !args.errors && !args.graph;
     let opts = trace::TraceOptions {
@@ -344,7 +371,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         excludes,
         engine,
         latency: args.latency,
-        capture: args.args,
+        capture: args.args || exports.wants_events(),
         kstack: args.stacks,
         ustack: args.stacks,
         user_stacks_at_end: args.stacks_at_end,
@@ -355,7 +382,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         filters: Filters::default(),
         filter: args.filter(),
     };
-    execute(&shared, opts, |out, notes| {
+    execute(&shared, opts, &mut exports, |out, notes| {
         if args.json {
             Output::Json(JsonLines::new(out, intervals).with_notes(notes))
         } else if intervals && std::io::stdout().is_terminal() {
@@ -405,11 +432,12 @@ fn notes_to(out: impl Write + 'static, who: &str, verbose: u8) -> Notes {
 }
 
 /// Plans, attaches, runs until the duration, the command's end or a signal,
-/// detaches and prints the summary: the run of `bpfmux trace` and `bpfmux
-/// inject` (`opts.filters` comes from `shared`).
+/// detaches and prints the summary, then writes the `exports`: the run of
+/// `bpfmux trace` and `bpfmux inject` (`opts.filters` comes from `shared`).
 pub(super) fn execute(
     shared: &Shared<'_>,
     mut opts: trace::TraceOptions,
+    exports: &mut Exports,
     output: impl FnOnce(crate::out::Stdout, Notes) -> Output,
 ) -> anyhow::Result<()> {
     let w = shared.which;
@@ -422,8 +450,14 @@ pub(super) fn execute(
         comm: w.comm.clone(),
     };
     let plan = trace::plan(opts).map_err(with_hints)?;
+    exports.check(&plan)?;
     let n = plan.selection.funcs.len();
-    let mut output = output(crate::out::stdout(), shared.notes());
+    let stdout = if exports.takes_stdout() {
+        crate::out::nowhere()
+    } else {
+        crate::out::stdout()
+    };
+    let mut output = output(stdout, shared.notes());
     output.report().planned(&plan)?;
 
     let bar = AttachProgress::new(n);
@@ -460,7 +494,7 @@ pub(super) fn execute(
     let duration = w.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
     let mut session = Session::new(tracer, RunOptions { interval, duration });
     let mut stop = || signals::stopped() | child.as_mut().is_some_and(|c| c.exited());
-    let window = session.run(&mut stop, output.report());
+    let window = session.run(&mut stop, &mut *exports.report(output.report()));
     bar.detaching(session.tracer().nr_attached());
     session.detach(&|k| bar.dec(k));
     bar.finish();
@@ -471,9 +505,11 @@ pub(super) fn execute(
             shared.who
         );
     }
-    let summary = session.summary(&window?)?;
+    let window = window?;
+    let stacks = exports.read_stacks(&mut session)?;
+    let summary = session.summary(&window)?;
     output.summary(&summary, child.as_ref().and_then(Child::exit_code))?;
-    Ok(())
+    std::mem::take(exports).finish(shared.who, stacks, &summary)
 }
 
 /// `--list`: the selection only, no engine, nothing loaded.
@@ -507,7 +543,7 @@ fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Resu
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     //! The notes read, byte for byte, as they did when the library wrote
     //! them with `bpfmux trace:` in front (guest checks parse them).
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -676,9 +712,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn summary_notes_are_what_they_were() {
-        let mut s = Summary {
+    /// A run's summary: 523 functions on the global engine, 2 s, nothing
+    /// counted or lost.
+    pub(super) fn summary() -> Summary {
+        Summary {
             kind: "summary",
             engine: EngineKind::Global,
             exit_side: ExitSide::None,
@@ -712,7 +749,12 @@ mod tests {
             stacks: None,
             user_stacks: None,
             latency: false,
-        };
+        }
+    }
+
+    #[test]
+    fn summary_notes_are_what_they_were() {
+        let mut s = summary();
         assert_eq!(
             said("bpfmux inject", 0, |n| n.summary(&s).unwrap()),
             "bpfmux inject: engine global: attach 3.2 ms, detach 4.0 ms for 523 functions\n\
