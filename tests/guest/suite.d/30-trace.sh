@@ -5,7 +5,8 @@
 # (NULL-only chains left out unless --null all),
 # --graph call trees with exact counts per node, no program left behind by a traced call
 # that sleeps past the run (trace-sleeper-*), --stacks naming the user frames of a process
-# that exited before the run's end (trace-exited-stacks-*),
+# that exited before the run's end (trace-exited-stacks-*), the outputs other tools load
+# (folded stacks, flame graph, pprof, Chrome trace: trace-exports-*),
 # bpfmux inject failing exactly --times calls and refusing functions not on the list,
 # --filter/--min-latency deciding in the kernel which calls count (trace-filter-*).
 # The checks live in trace/check.py.
@@ -26,6 +27,7 @@ if on ours; then
 	run trace-sigterm-global tc sigterm global 'vfs_*'
 	run trace-errors-global tc errors global
 	run trace-exited-stacks-global tc exited-stacks global
+	run trace-exports-global tc exports global
 	run trace-nulls-global tc nulls global
 	run trace-graph-global tc graph global
 	run trace-filter-global tc filter global
@@ -59,6 +61,7 @@ if on ours stock-7.3; then
 	run trace-sigterm-tracing-multi tc sigterm tracing-multi 'vfs_*'
 	run trace-errors-tracing-multi tc errors tracing-multi
 	run trace-exited-stacks-tracing-multi tc exited-stacks tracing-multi
+	run trace-exports-tracing-multi tc exports tracing-multi
 	run trace-nulls-tracing-multi tc nulls tracing-multi
 	run trace-graph-tracing-multi tc graph tracing-multi
 	for e in tracing-multi kprobe-multi fentry-each; do
@@ -100,6 +103,9 @@ run trace-errors-fentry-each tc errors fentry-each
 # normalized while it ran (-c and --pid), and only addresses with --stacks-at-end.
 run trace-exited-stacks-kprobe-multi tc exited-stacks kprobe-multi
 run trace-exited-stacks-fentry-each tc exited-stacks fentry-each
+# --folded, --flamegraph, --pprof of --stacks and --graph, --chrome-trace of every call.
+run trace-exports-kprobe-multi tc exports kprobe-multi
+run trace-exports-fentry-each tc exports fentry-each
 # When a NULL return is an error: a lone NULL left out and counted, all with --null all,
 # a NULL under an outer errno reported.
 run trace-nulls-kprobe-multi tc nulls kprobe-multi

@@ -45,6 +45,19 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              capture). A run of the program exiting at once after its calls
                              is shown as notes (a process that exits before the next scan
                              keeps addresses: the known limit, not a failure)
+  exports ENGINE             outputs for other tools. --stacks of exited-stack with --folded,
+                             --flamegraph and --pprof: every folded line ends in the traced
+                             getpgid, the counts add up to the summary's calls, those through
+                             main;exited_a;exited_b to 3 and main;exited_c;exited_b to 1; the
+                             SVG names those frames; the pprof (gunzipped, decoded here) has
+                             type calls/count, the same totals, getpgid as every leaf; --folded -
+                             writes only folded lines to stdout. --graph --latency under -c of
+                             100 sigaction queries and 20 getpgid with --folded, --pprof and
+                             --chrome-trace: folded values and pprof calls/time are the graph's
+                             calls and exclusive times; the Chrome trace parses and has exactly
+                             one slice per call (100, 100, 20), each do_sigaction inside an
+                             rt_sigaction of its thread, and no event on stdout (no --args);
+                             --chrome-trace with only a glob: exit != 0, says why
   graph ENGINE               --graph under -c of 5000 sigaction queries and 1000 getpgid: the
                              tree is exactly __x64_sys_rt_sigaction x5000 > do_sigaction x5000
                              and __x64_sys_getpgid x1000, every node's exclusive time its
@@ -83,12 +96,14 @@ kernel afterwards (trace-links, next to TRIGGER: walks BPF_LINK_GET_NEXT_ID).
 ENGINE "auto" lets bpfmux choose; the expected choice is read from `bpfmux features`.
 Each check prints "ok - ..." or "FAIL - ..." lines; exit status 0 when all hold.
 """
+import gzip
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -369,6 +384,191 @@ def graph_times_add_up(n):
     inner = sum(c["inclusive_ns"] for c in n["children"])
     return (n["inclusive_ns"] > 0 and n["exclusive_ns"] == n["inclusive_ns"] - inner
             and all(graph_times_add_up(c) for c in n["children"]))
+
+
+def folded_lines(text):
+    """Folded stacks: [(frames root first, count)]; None if a line is not one."""
+    out = []
+    for line in text.splitlines():
+        m = re.fullmatch(r"(\S.*) (\d+)", line)
+        if not m:
+            return None
+        out.append((m.group(1).split(";"), int(m.group(2))))
+    return out
+
+
+def has_run(frames, run):
+    return any(frames[i:i + len(run)] == run for i in range(len(frames)))
+
+
+def pb_varint(buf, i):
+    """The varint at buf[i]: (its value, where what follows starts)."""
+    v = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return v, i
+
+
+def pb_fields(buf):
+    """A protobuf message's (field, value): an int for a varint, bytes for the rest."""
+    i, out = 0, []
+    while i < len(buf):
+        key, i = pb_varint(buf, i)
+        if key & 7 == 0:
+            v, i = pb_varint(buf, i)
+        elif key & 7 == 2:
+            n, i = pb_varint(buf, i)
+            v, i = buf[i:i + n], i + n
+        else:
+            raise ValueError(f"wire type {key & 7}")
+        out.append((key >> 3, v))
+    return out
+
+
+def pb_ints(fields, number):
+    """A repeated integer field, packed or not."""
+    out = []
+    for f, v in fields:
+        if f == number and isinstance(v, int):
+            out.append(v)
+        elif f == number:
+            i = 0
+            while i < len(v):
+                x, i = pb_varint(v, i)
+                out.append(x)
+    return out
+
+
+def pprof(path):
+    """A gzipped profile.proto: (sample types, [(function names leaf first, values)])."""
+    with open(path, "rb") as f:
+        p = pb_fields(gzip.decompress(f.read()))
+    strings = [v.decode() for f, v in p if f == 6]
+    one = lambda m, n: dict((k, v) for k, v in pb_fields(m) if isinstance(v, int)).get(n, 0)
+    types = [(strings[one(v, 1)], strings[one(v, 2)]) for f, v in p if f == 1]
+    funcs = {one(v, 1): strings[one(v, 2)] for f, v in p if f == 5}
+    locs = {one(v, 1): [funcs[one(l, 1)] for k, l in pb_fields(v) if k == 4]
+            for f, v in p if f == 4}
+    samples = []
+    for f, v in p:
+        if f == 2:
+            fields = pb_fields(v)
+            names = [n for i in pb_ints(fields, 1) for n in locs[i]]
+            samples.append((names, pb_ints(fields, 2)))
+    return types, samples
+
+
+EXPORT_SIGACTION, EXPORT_GETPGID = 100, 20
+
+
+def t_exports(bpfmux, trigger, engine):
+    d = tempfile.mkdtemp(prefix="bpfmux-exports-")
+    prog = os.path.join(os.path.dirname(trigger), "exited-stack")
+    work = f"{EXITED_CALLS} {EXITED_LINGER_MS}"
+    f = {k: os.path.join(d, f"stacks.{k}") for k in ("folded", "svg", "pb.gz")}
+    _, s = traced(bpfmux, prog, engine, ["--stacks", "--folded", f["folded"], "--flamegraph",
+                                         f["svg"], "--pprof", f["pb.gz"]], [GETPGID_FUNC], work)
+    if s:
+        check_engine(bpfmux, engine, s)
+        total = calls(s, GETPGID_FUNC).get("calls")
+        check(s["lost"]["stacks"] == 0, f"no stack lost ({s['lost']})")
+        with open(f["folded"]) as fh:
+            folded = folded_lines(fh.read())
+        check(folded is not None and all(fr[-1] == GETPGID_FUNC for fr, _ in folded)
+              and sum(n for _, n in folded) == total,
+              f"--folded: lines ending in {GETPGID_FUNC}, {total} calls in all ({folded})")
+        for n, chain in EXITED_CHAINS.items():
+            run_ = chain[::-1]
+            got = sum(c for fr, c in folded or [] if has_run(fr, run_))
+            check(got == n, f"--folded: {got} calls through {';'.join(run_)} (want {n})")
+        with open(f["svg"]) as fh:
+            svg = fh.read()
+        for name in ["main", "exited_a", "exited_b", "exited_c", GETPGID_FUNC]:
+            check(f"<title>{name} (" in svg, f"--flamegraph: the SVG draws {name}")
+        try:
+            types, samples = pprof(f["pb.gz"])
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            types, samples = None, []
+            check(False, f"--pprof: a gzipped profile.proto ({e!r})")
+        check(types == [("calls", "count")], f"--pprof: sample type calls/count ({types})")
+        check(samples and all(names[0] == GETPGID_FUNC for names, _ in samples)
+              and sum(v[0] for _, v in samples) == total,
+              f"--pprof: every sample's leaf is {GETPGID_FUNC}, {total} calls in all")
+        via_a = sum(v[0] for names, v in samples if has_run(names, EXITED_CHAINS[3]))
+        check(via_a == 3, f"--pprof: {via_a} calls through exited_b < exited_a < main (want 3)")
+        check(f"--pprof {f['pb.gz']}: a pprof profile of" in last_stderr,
+              "stderr says what --pprof wrote")
+    # To standard output: only the folded lines, whatever else was asked.
+    p = run(bpfmux, [*engine_args(engine), "--json", "--stacks", "--folded", "-", "-c",
+                     f"{prog} {work}", GETPGID_FUNC])
+    folded = folded_lines(p.stdout)
+    check(p.returncode == 0 and folded and sum(n for _, n in folded) == EXITED_CALLS + 1,
+          f"--folded -: only folded lines on stdout, {EXITED_CALLS + 1} calls ({p.stdout[:300]!r})")
+    # --graph and --latency: profiles of the call graph, and a timeline of every call.
+    f = {k: os.path.join(d, f"graph.{k}") for k in ("folded", "pb.gz", "json")}
+    objs, s = traced(bpfmux, trigger, engine,
+                     ["--graph", "--latency", "--folded", f["folded"], "--pprof", f["pb.gz"],
+                      "--chrome-trace", f["json"]], GRAPH_FUNCS,
+                     f"sigaction {EXPORT_SIGACTION} getpgid {EXPORT_GETPGID}")
+    if not s:
+        return
+    want = {"__x64_sys_rt_sigaction": EXPORT_SIGACTION, "do_sigaction": EXPORT_SIGACTION,
+            "__x64_sys_getpgid": EXPORT_GETPGID}
+    paths = {}
+
+    def walk(nodes, path):
+        for n in nodes:
+            paths[";".join(path + [n["function"]])] = (n["calls"], n["exclusive_ns"])
+            walk(n["children"], path + [n["function"]])
+    walk(s.get("graph") or [], [])
+    with open(f["folded"]) as fh:
+        folded = folded_lines(fh.read()) or []
+    got = {";".join(fr): n for fr, n in folded}
+    check(got == {k: v[1] for k, v in paths.items() if v[1] > 0},
+          f"--graph --folded: the exclusive ns of each path ({got}; graph {paths})")
+    try:
+        types, samples = pprof(f["pb.gz"])
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        types, samples = None, []
+        check(False, f"--graph --pprof: a gzipped profile.proto ({e!r})")
+    check(types == [("calls", "count"), ("time", "nanoseconds")],
+          f"--graph --pprof: sample types calls/count, time/nanoseconds ({types})")
+    got = {";".join(names[::-1]): tuple(v) for names, v in samples}
+    check(got == paths, f"--graph --pprof: calls and exclusive ns per path ({got})")
+    check(not [o for o in objs if o.get("type") == "event"],
+          "--chrome-trace without --args: no event on stdout")
+    try:
+        with open(f["json"]) as fh:
+            trace = json.load(fh)["traceEvents"]
+    except (OSError, ValueError, KeyError) as e:
+        trace = []
+        check(False, f"--chrome-trace: a JSON trace ({e!r})")
+    slices = [e for e in trace if e.get("ph") == "X"]
+    per = {name: sum(1 for e in slices if e["name"] == name) for name in want}
+    check(per == want and len(slices) == sum(want.values()),
+          f"--chrome-trace: one slice per call {per} (want {want}, {len(slices)} in all)")
+    check(all(e["dur"] > 0 and e["pid"] == slices[0]["pid"] for e in slices),
+          "--chrome-trace: every slice has a duration, all of the command's process")
+    outer = [e for e in slices if e["name"] == "__x64_sys_rt_sigaction"]
+    inside = lambda e, o: (o["tid"] == e["tid"] and o["ts"] <= e["ts"]
+                           and e["ts"] + e["dur"] <= o["ts"] + o["dur"] + 0.001)
+    nested = sum(1 for e in slices if e["name"] == "do_sigaction"
+                 and any(inside(e, o) for o in outer))
+    check(nested == EXPORT_SIGACTION,
+          f"--chrome-trace: {nested} do_sigaction slices inside an rt_sigaction slice "
+          f"(want {EXPORT_SIGACTION})")
+    lat = {n: calls(s, n).get("latency_ns", {}).get("count") for n in want}
+    check(lat == want and s["lost"]["events"] == 0,
+          f"--latency counts the same calls ({lat}), no event lost ({s['lost']})")
+    # Only per-call events have a call's time, and only exactly named functions send them.
+    p = run(bpfmux, [*engine_args(engine), "--chrome-trace", f["json"], "-c",
+                     f"{trigger} getpgid 3", "__x64_sys_getpg*"])
+    check(p.returncode != 0 and "named exactly" in p.stderr,
+          f"--chrome-trace with a glob only: exit {p.returncode}, says why")
 
 
 NULL_MISSING = 5
@@ -1068,7 +1268,7 @@ def main():
     check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,
      "not-found": t_not_found, "errors": t_errors, "nulls": t_nulls, "graph": t_graph, "inject": t_inject,
-     "exited-stacks": t_exited_stacks,
+     "exited-stacks": t_exited_stacks, "exports": t_exports,
      "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
