@@ -19,7 +19,9 @@ FILE:LINE`, outermost first). Without usable DWARF the ELF symbol tables
 answer (.symtab, .dynsym, the debug file's .symtab), PLT stubs as NAME@plt;
 [vdso] addresses are looked up in the process's vDSO image. The legacy
 [vsyscall] page is not a mapping of the process (see bpfmux maps --help):
-its addresses are unmapped. Kernel data objects are marked (data).
+its addresses are unmapped. Kernel data objects are marked (data); a BPF
+program (bpf_prog_TAG_NAME [bpf]) names only its own code, by the length
+the kernel gives for it, and an address past that is unmapped.
 File names that are not UTF-8 show each such byte as \\xNN, in the text and
 the JSON output alike.
 

@@ -6,6 +6,10 @@
 //! `_end`, `__stop_*`...) cover nothing, so the gap after kernel text is
 //! not `_etext+0x…`; and the last symbol before another module (or of all)
 //! covers at most [`MAX_LAST_SPAN`] bytes instead of nothing or everything.
+//! BPF programs (`bpf_prog_<tag>_<name> [bpf]`) are the exception with
+//! sizes: the kernel says how long each function of a JIT image is, so an
+//! address past a program's code (the rest of its allocation, a gap before
+//! the next program) is not named after it.
 
 use std::io;
 use std::path::PathBuf;
@@ -37,6 +41,8 @@ struct KSym {
     kind: SymbolKind,
     /// A section boundary, not an object (see [`is_end_marker`]).
     end_marker: bool,
+    /// Its length, where known (BPF programs' functions).
+    len: Option<u64>,
 }
 
 /// Linker-made symbols that mark where a section ends.
@@ -86,9 +92,27 @@ pub struct KernelSymbolizer {
 }
 
 impl KernelSymbolizer {
-    /// Reads /proc/kallsyms (root, or `kernel.kptr_restrict` 0, to see addresses).
+    /// Reads /proc/kallsyms (root, or `kernel.kptr_restrict` 0, to see
+    /// addresses), and the length of each loaded BPF program's code where
+    /// the kernel tells this process (`bpf(2)` program info; without it,
+    /// a program is taken to run to the next symbol, as others are).
     pub fn load() -> Result<Self, KallsymsError> {
-        Self::parse(&std::fs::read_to_string("/proc/kallsyms")?)
+        let mut k = Self::parse(&std::fs::read_to_string("/proc/kallsyms")?)?;
+        k.bound_bpf_functions(&bpf_functions());
+        Ok(k)
+    }
+
+    /// Gives the BPF program functions (`bpf_prog_*` of module `bpf`)
+    /// starting at each `(address, length)` of `funcs` that length.
+    fn bound_bpf_functions(&mut self, funcs: &[(u64, u32)]) {
+        for &(addr, len) in funcs {
+            let i = self.syms.partition_point(|s| s.addr < addr);
+            for s in self.syms[i..].iter_mut().take_while(|s| s.addr == addr) {
+                if s.module.as_deref() == Some("bpf") && s.name.starts_with("bpf_prog_") {
+                    s.len = Some(u64::from(len));
+                }
+            }
+        }
     }
 
     /// Parses kallsyms text (`addr type name [module]`), keeping functions
@@ -120,6 +144,7 @@ impl KernelSymbolizer {
                 name: name.to_string(),
                 module,
                 kind,
+                len: None,
             });
         }
         if !any_nonzero {
@@ -156,7 +181,7 @@ impl KernelSymbolizer {
         let Some(s) = i.checked_sub(1).map(|k| &self.syms[k]) else {
             return SymResult::Unmapped;
         };
-        if s.end_marker {
+        if s.end_marker || s.len.is_some_and(|len| addr - s.addr >= len) {
             return SymResult::Unmapped;
         }
         let last_of_its_module = self.syms.get(i).is_none_or(|n| n.module != s.module);
@@ -173,6 +198,22 @@ impl KernelSymbolizer {
             inlined: Vec::new(),
         })
     }
+}
+
+/// Start and length of every function of every loaded, JIT-compiled BPF
+/// program the kernel shows this process; none where it refuses (no
+/// CAP_SYS_ADMIN, addresses hidden). A program unloaded meanwhile is
+/// skipped.
+fn bpf_functions() -> Vec<(u64, u32)> {
+    use crate::sys::bpf_ops;
+    use std::os::fd::AsFd;
+    let Ok(ids) = bpf_ops::prog_ids() else {
+        return Vec::new();
+    };
+    ids.into_iter()
+        .filter_map(|id| bpf_ops::prog_fd_by_id(id).ok())
+        .flat_map(|fd| bpf_ops::jited_funcs(fd.as_fd()).unwrap_or_default())
+        .collect()
 }
 
 #[cfg(test)]
@@ -275,6 +316,74 @@ ffffffff81000400 T __pi_only
         let k = KernelSymbolizer::parse(TEXT).unwrap();
         assert_eq!(k.symbolize(&[0x1000])[0].result, SymResult::Unmapped);
         assert_eq!(k.symbolize(&[u64::MAX])[0].result, SymResult::Unmapped);
+    }
+
+    /// A JIT-compiled program of this process (`r0 = 0; exit`, a socket
+    /// filter), named in kallsyms `bpf_prog_<tag>_bpfmux_probe`: its last
+    /// byte is named after it, the byte after its code is not.
+    #[test]
+    fn nothing_past_a_bpf_programs_code_is_named_after_it() {
+        use std::os::fd::AsFd;
+        let prog = crate::sys::bpf::load_trivial_prog(
+            libbpf_rs::libbpf_sys::BPF_PROG_TYPE_SOCKET_FILTER,
+            0,
+            0,
+        )
+        .expect("loading a socket filter (run as root)");
+        let funcs = crate::sys::bpf_ops::jited_funcs(prog.as_fd()).unwrap();
+        let &[(start, len)] = funcs.as_slice() else {
+            panic!("one JIT-compiled function expected (net.core.bpf_jit_enable=1): {funcs:?}")
+        };
+        let k = KernelSymbolizer::load().expect("kallsyms with addresses (run as root)");
+        let last = start + u64::from(len) - 1;
+        let (name, offset, _) = sym(&k, last);
+        assert!(
+            name.starts_with("bpf_prog_") && name.ends_with("_bpfmux_probe"),
+            "{name}"
+        );
+        assert_eq!(offset, last - start);
+        let past = k.symbolize(&[start + u64::from(len)]).remove(0).result;
+        match &past {
+            SymResult::Symbol(s) if s.name == name => {
+                panic!(
+                    "{name} is {len} bytes, yet names {:#x}: {past:?}",
+                    start + u64::from(len)
+                )
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn bpf_functions_end_where_their_code_ends() {
+        let text = format!(
+            "{TEXT}\
+ffffffffc0100000 t bpf_prog_0123456789abcdef_first\t[bpf]
+ffffffffc0100040 t bpf_prog_0123456789abcdef_F\t[bpf]
+ffffffffc0100080 t bpf_prog_fedcba9876543210_unknown\t[bpf]
+ffffffffc0100100 t bpf_trampoline_6442450944\t[bpf]
+"
+        );
+        let mut k = KernelSymbolizer::parse(&text).unwrap();
+        // The program and its subprogram, not the one of unknown length,
+        // nor the trampoline (the kernel gives no program length for it).
+        k.bound_bpf_functions(&[
+            (0xffffffffc0100000, 0x14),
+            (0xffffffffc0100040, 0x20),
+            (0xffffffffc0100100, 0x8),
+        ]);
+        let name = |a: u64| sym(&k, a).0;
+        let unmapped = |a: u64| k.symbolize(&[a])[0].result == SymResult::Unmapped;
+        assert_eq!(name(0xffffffffc0100013), "bpf_prog_0123456789abcdef_first");
+        assert!(unmapped(0xffffffffc0100014));
+        assert!(unmapped(0xffffffffc010003f));
+        assert_eq!(name(0xffffffffc010005f), "bpf_prog_0123456789abcdef_F");
+        assert!(unmapped(0xffffffffc0100060));
+        assert_eq!(
+            name(0xffffffffc01000f0),
+            "bpf_prog_fedcba9876543210_unknown"
+        );
+        assert_eq!(name(0xffffffffc0100110), "bpf_trampoline_6442450944");
     }
 
     #[test]

@@ -58,6 +58,57 @@ pub fn prog_info(fd: BorrowedFd<'_>) -> io::Result<ProgInfo> {
     })
 }
 
+/// Ids of every loaded program, in id order.
+pub fn prog_ids() -> io::Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    let mut id = 0;
+    loop {
+        let mut next = 0;
+        // SAFETY: plain syscall wrapper writing one u32.
+        match check(unsafe { libbpf_sys::bpf_prog_get_next_id(id, &mut next) }) {
+            Ok(_) => {
+                ids.push(next);
+                id = next;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(ids),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Start address and length of each function of a program's JIT image
+/// (the main one first, then its subprograms, as kallsyms lists them):
+/// empty when the program is not JIT-compiled or the kernel hides
+/// addresses from this process (`kernel.kptr_restrict`).
+pub fn jited_funcs(fd: BorrowedFd<'_>) -> io::Result<Vec<(u64, u32)>> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is a writable bpf_prog_info of `len` bytes.
+    check(unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) })?;
+    let n = info.nr_jited_ksyms.min(info.nr_jited_func_lens);
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut addrs = vec![0u64; n as usize];
+    let mut lens = vec![0u32; n as usize];
+    let mut info = libbpf_sys::bpf_prog_info {
+        nr_jited_ksyms: n,
+        jited_ksyms: addrs.as_mut_ptr() as u64,
+        nr_jited_func_lens: n,
+        jited_func_lens: lens.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is a writable bpf_prog_info of `len` bytes; the kernel
+    // writes at most `n` entries to each of the two arrays it points to.
+    check(unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) })?;
+    Ok(addrs
+        .into_iter()
+        .zip(lens)
+        .filter(|&(a, l)| a != 0 && l != 0)
+        .collect())
+}
+
 /// What the kernel says about a link; only the fields bpfmux reads.
 #[derive(Clone, Debug)]
 pub struct LinkInfo {
