@@ -110,6 +110,79 @@ fn a_failed_json_run_leaves_no_open_array() {
     }
 }
 
+/// `bpfmux sym --pid PID --json` reading addresses from a pipe, each
+/// answer awaited as a caller symbolizing a live stack would.
+struct SymStream {
+    sym: Kill,
+    stdin: Option<std::process::ChildStdin>,
+    rx: std::sync::mpsc::Receiver<String>,
+    reader: std::thread::JoinHandle<()>,
+    /// Every line of standard output so far.
+    lines: Vec<String>,
+}
+
+impl SymStream {
+    fn start(pid: u32) -> Self {
+        let mut sym = Kill(
+            bpfmux()
+                .args(["sym", "--pid", &pid.to_string(), "--json"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let stdin = sym.0.stdin.take();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout = sym.0.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            sym,
+            stdin,
+            rx,
+            reader,
+            lines: Vec::new(),
+        }
+    }
+
+    /// Writes one address and waits (at most 5 s) for its answer line.
+    fn ask(&mut self, addr: u64) -> String {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{addr:#x}").unwrap();
+        stdin.flush().unwrap();
+        let t = Instant::now();
+        // "[" comes first, alone.
+        loop {
+            let l = self
+                .rx
+                .recv_timeout(Duration::from_secs(5).saturating_sub(t.elapsed()))
+                .unwrap_or_else(|_| panic!("{addr:#x}: no answer within 5 s"));
+            self.lines.push(l.clone());
+            if l.contains("\"addr\"") {
+                return l;
+            }
+        }
+    }
+
+    /// Writes `addr`, ends the input; the exit status and the whole output.
+    fn finish(mut self, addr: u64) -> (Option<i32>, String) {
+        let mut stdin = self.stdin.take().unwrap();
+        writeln!(stdin, "{addr:#x}").unwrap();
+        drop(stdin);
+        let status = self.sym.0.wait().unwrap();
+        self.reader.join().unwrap();
+        self.lines.extend(self.rx.try_iter());
+        (status.code(), self.lines.join("\n"))
+    }
+}
+
 /// Writes one address at a time to `bpfmux sym` and waits for its answer,
 /// as a caller symbolizing a live stack would; then the target exits.
 #[test]
@@ -117,60 +190,56 @@ fn streamed_addresses_are_answered_without_a_full_batch() {
     let target = Kill(Command::new("sleep").arg("600").spawn().unwrap());
     let pid = target.0.id();
     let code = code_start(pid, b"/sleep");
-    let mut sym = Kill(
-        bpfmux()
-            .args(["sym", "--pid", &pid.to_string(), "--json"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut stdin = sym.0.stdin.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = sym.0.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let mut lines = Vec::new();
+    let mut sym = SymStream::start(pid);
     for k in 0..3u64 {
-        writeln!(stdin, "{:#x}", code + 0x40 * k).unwrap();
-        stdin.flush().unwrap();
-        let t = Instant::now();
-        // Each address is answered while the caller waits ("[" first).
-        loop {
-            let l = rx
-                .recv_timeout(Duration::from_secs(5).saturating_sub(t.elapsed()))
-                .unwrap_or_else(|_| panic!("address {k}: no answer within 5 s"));
-            let answer = l.contains("\"addr\"");
-            lines.push(l);
-            if answer {
-                break;
-            }
-        }
+        sym.ask(code + 0x40 * k);
     }
     // The target goes away: what was answered stays; the last address is
     // answered from the mappings already read, or the run says why not.
     drop(target);
-    writeln!(stdin, "{code:#x}").unwrap();
-    drop(stdin);
-    let status = sym.0.wait().unwrap();
-    reader.join().unwrap();
-    lines.extend(rx.try_iter());
-    let text = lines.join("\n");
+    let (status, text) = sym.finish(code);
     let v: serde_json::Value =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
     let answers = v.as_array().map_or(0, Vec::len);
-    match status.code() {
+    match status {
         Some(0) => assert_eq!(answers, 4, "{text}"),
         Some(1) => assert_eq!(answers, 3, "{text}"),
         other => panic!("exit {other:?}: {text}"),
     }
+}
+
+/// An address asked again after its process exited gets the answer it had
+/// while the process lived: the file it is in was looked at already. The
+/// target is a bpfmux waiting for addresses (a binary with symbols and
+/// DWARF that is always at hand).
+#[test]
+fn a_file_looked_at_still_answers_after_its_process_exits() {
+    let mut target = Kill(
+        bpfmux()
+            .args(["maps", "--pid", "1", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = target.0.id();
+    let code = code_start(pid, b"/bpfmux");
+    let mut sym = SymStream::start(pid);
+    let addrs: Vec<u64> = (1..6).map(|k| code + 0x4000 * k + 0x10).collect();
+    let live: Vec<String> = addrs.iter().map(|&a| sym.ask(a)).collect();
+    let named = |l: &String| l.contains("\"kind\":\"symbol\"");
+    assert!(live.iter().any(named), "{live:#?}");
+    drop(target.0.stdin.take());
+    target.0.wait().unwrap();
+    let after: Vec<String> = addrs.iter().map(|&a| sym.ask(a)).collect();
+    // Lines differ only in their lead ("  " or ", ").
+    let body = |l: &String| l.trim_start_matches([' ', ',']).to_string();
+    assert_eq!(
+        live.iter().map(body).collect::<Vec<_>>(),
+        after.iter().map(body).collect::<Vec<_>>()
+    );
+    let (status, text) = sym.finish(code + 0x10);
+    assert_eq!(status, Some(0), "{text}");
 }
 
 #[test]

@@ -34,7 +34,8 @@ answer is one line of the array ('[', then '  {...}', then ', {...}'), and a
 run that fails prints nothing, or the answers so far in a closed array, on
 standard output and the error on standard error. A process that exits
 meanwhile keeps the answers given; later ones come from the mappings
-already read, where they cover the address.
+already read, where they cover the address, and are named from the files
+already looked up (kept open), as they were while it lived.
 
 Examples:
   bpfmux sym --pid 1234 0x55d0c0ffee00 0x7f3a12345678

@@ -4,6 +4,10 @@
 //! size-0 symbol, an offset past the symbol's end — the file's own symbol
 //! tables decide ([`ElfTable`]: `.symtab`, `.dynsym`, the debug file's
 //! `.symtab`, `name@plt`). The vDSO is read from the process's memory.
+//!
+//! A file looked up once stays open (up to [`MAX_TABLES`] of them): the
+//! normalizer keeps a process's mappings, so an address of a process that
+//! has exited since is still named, from the same file.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -16,9 +20,10 @@ use super::demangle::demangle;
 use super::elf_table::{ElfTable, EntryKind, Hit};
 use super::{vdso, InlinedFrame, SymResult, Symbol, SymbolKind, Symbolized};
 use crate::normalize::capture::{CaptureCache, FileId, Frame, Place};
-use crate::normalize::{mapped_file_path, Mapping, NormalizeError, Normalizer, VmaFilter};
+use crate::normalize::{open_mapped_file, Mapping, NormalizeError, Normalizer, VmaFilter};
 
-/// Symbol tables kept per file; dropped wholesale past this many.
+/// Symbol tables and open files kept per file; dropped wholesale past
+/// this many.
 const MAX_TABLES: usize = 64;
 
 /// Which image a kept [`ElfTable`] is of.
@@ -46,6 +51,9 @@ pub struct UserSymbolizer {
     blaze: Symbolizer,
     /// `Err`: why the image could not be read or parsed (not retried).
     tables: HashMap<TableKey, Result<Arc<ElfTable>, String>>,
+    /// Mapped files looked up, open: they are read as `/proc/self/fd/N`,
+    /// whether their process is still there or not.
+    files: HashMap<TableKey, std::fs::File>,
 }
 
 impl Default for UserSymbolizer {
@@ -63,6 +71,7 @@ impl UserSymbolizer {
             // C names that only look mangled (`u8_xxx` as `_xxx`).
             blaze: Symbolizer::builder().enable_demangling(false).build(),
             tables: HashMap::new(),
+            files: HashMap::new(),
         }
     }
 
@@ -235,25 +244,46 @@ impl UserSymbolizer {
                 })
                 .collect();
         }
-        let Some(path) = mapped_file_path(pid, m) else {
-            let reason = if m.is_file_backed() {
-                "mapped file not accessible"
-            } else {
-                "not a file-backed mapping"
-            };
-            return no_symbols(&m.name, offsets, reason);
+        if !m.is_file_backed() {
+            return no_symbols(&m.name, offsets, "not a file-backed mapping");
+        }
+        let key = TableKey::File {
+            dev: (m.dev_major, m.dev_minor),
+            inode: m.inode,
         };
+        let Some(path) = self.open_file(pid, m, &key) else {
+            return no_symbols(&m.name, offsets, "mapped file not accessible");
+        };
+        // Debug files are looked for below the process's root, or ours
+        // once it has gone.
         let root = PathBuf::from(format!("/proc/{pid}/root"));
+        let root = if root.exists() {
+            root
+        } else {
+            PathBuf::from("/")
+        };
         let image = Image {
             path: &path,
             root: &root,
             name: m.name.as_deref().unwrap_or(&path),
-            key: TableKey::File {
-                dev: (m.dev_major, m.dev_minor),
-                inode: m.inode,
-            },
+            key,
         };
         self.lookup_file(&image, &m.name, offsets)
+    }
+
+    /// A path that reads the file `m` maps, `key`: the file kept open
+    /// since it was first looked up, or else opened now (and kept).
+    fn open_file(&mut self, pid: u32, m: &Mapping, key: &TableKey) -> Option<PathBuf> {
+        use std::os::fd::AsRawFd;
+        if !self.files.contains_key(key) {
+            let file = open_mapped_file(pid, m)?;
+            if self.files.len() >= MAX_TABLES {
+                self.files.clear();
+            }
+            self.files.insert(key.clone(), file);
+        }
+        let fd = self.files.get(key)?.as_raw_fd();
+        Some(PathBuf::from(format!("/proc/self/fd/{fd}")))
     }
 
     /// Looks up file offsets of one image: blazesym first (DWARF, ELF
