@@ -141,6 +141,7 @@ fn func(name: &str) -> Func {
         proto: Proto {
             params: vec![],
             ret: ValueKind::Signed(64),
+            ret_format: Default::default(),
         },
         exact: true,
         addr: None,
@@ -152,7 +153,9 @@ fn event(kind: EventKind, ts_ns: u64, duration_ns: u64) -> Event {
         ts_ns,
         func: 0,
         kind,
-        args: [0; 6],
+        args: vec![],
+        strings: vec![],
+        symbols: Default::default(),
         ret: 91,
         duration_ns,
         tgid: 91,

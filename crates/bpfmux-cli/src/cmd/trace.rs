@@ -32,6 +32,21 @@ functions ftrace can attach and a trampoline can take, with unique names;
 kernel directly. A function the kernel refuses to attach is skipped with a
 warning naming it and the rest is attached (an unknown name is an error).
 
+--args prints every call of the traced functions (exact names or globs, at most
+256 functions: a larger set is an error naming both numbers) with every argument
+and the return value, each as its BTF type says: integers with their sign and
+size, enums by name, bools, pointers in hex (NULL, ERR_PTR(-EINVAL), <symbol> when
+they point into kernel code), function pointers as symbols, `char *` arguments
+(kernel or user memory, by the pointer) as quoted strings read at the call: at
+most 2 per call, each up to --args-size bytes with its NUL (default 64; \"...\"...
+when cut); a struct passed by value as its 8-byte slots. Return values print
+the same way, with the errno a -4095..-1 return of a signed function carries
+(-2 ENOENT), ERR_PTR(-EINVAL) or NULL for a pointer. Every engine reads all
+arguments at the entry, the 7th and later (passed on the stack) too: the
+trampoline engines from the program's context (up to 12 slots), kprobe-multi
+from the stack above the return address; only trampoline engines read them again
+at the exit (--args with a filter on ret, errno or latency).
+
 --errors keeps each thread's traced calls in flight (32 deep; deeper ones are
 counted and said) and prints every chain of them that ends in an error: a call
 returning -errno (functions returning a signed integer) or NULL / ERR_PTR
@@ -88,9 +103,9 @@ process, frames by function name, user frames outermost first, then kernel
 frames, then the traced function. Of --graph: calls and exclusive time per path
 of traced calls (a function's width in the flame graph, and its cum in pprof,
 is its inclusive time). --chrome-trace FILE writes a timeline: a slice per call
-of the functions named exactly, from per-call events, the only data with a
-call's own time (--latency and --graph add times up in the kernel, per function
-and per path).
+with its arguments and return value as --args prints them, from per-call events
+(as --args, at most 256 functions), the only data with a call's own time
+(--latency and --graph add times up in the kernel, per function and per path).
 
 Counting starts once every function is attached and stops before detaching.
 Ctrl-C (or SIGTERM) stops tracing, or abandons an attach in progress; either
@@ -110,6 +125,8 @@ Examples:
   bpfmux trace 'vfs_*' -x 'vfs_fsync*' -d 10 ten seconds, without the fsync ones
   bpfmux trace --latency 'tcp_*'             per-function latency (avg, max, histograms)
   bpfmux trace --args vfs_read vfs_write     each call with arguments and return value
+  bpfmux trace --args -c 'cat /etc/hostname' do_sys_openat2
+                                             the file names cat opens, as strings
   bpfmux trace --stacks __x64_sys_openat --comm bash
                                              who calls it, kernel and user stacks
   bpfmux trace -c 'ls -l /' 'ksys_*' --json  trace one command, JSON lines out
@@ -161,10 +178,15 @@ pub struct Args {
     /// Measure per-function latency (entry and exit of every call).
     #[arg(short, long)]
     latency: bool,
-    /// Print every call of the exactly named functions with its arguments
-    /// and return value.
+    /// Print every call of the traced functions (at most 256) with all its
+    /// arguments, formatted by their BTF types, and its return value.
     #[arg(short, long)]
     args: bool,
+    /// With --args, read at most this many bytes of each `char *` argument,
+    /// its NUL included (1 to 1024, rounded up to a multiple of 8;
+    /// default 64).
+    #[arg(long, value_name = "BYTES", requires = "args", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    args_size: Option<u16>,
     /// Count kernel and user stacks per call site, print the busiest at the end.
     #[arg(short, long)]
     stacks: bool,
@@ -302,6 +324,7 @@ fn hints(h: Hint) -> Option<&'static str> {
 fn with_hints(e: trace::Error) -> anyhow::Error {
     match e {
         trace::Error::Filter(e) => anyhow::anyhow!("--filter: {}", filter_error(&e)),
+        e @ trace::Error::TooManyToCapture { .. } => anyhow::anyhow!("--args: {e}"),
         trace::Error::Select(SelectError::AllDropped { dropped }) => anyhow::anyhow!(
             "no traceable function left after filtering ({} matched, all dropped{})",
             dropped.len(),
@@ -372,6 +395,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         engine,
         latency: args.latency,
         capture: args.args || exports.wants_events(),
+        string_size: args.args_size.map(usize::from),
         kstack: args.stacks,
         ustack: args.stacks,
         user_stacks_at_end: args.stacks_at_end,
@@ -449,8 +473,13 @@ pub(super) fn execute(
         cgroup_id,
         comm: w.comm.clone(),
     };
-    let plan = trace::plan(opts).map_err(with_hints)?;
-    exports.check(&plan)?;
+    let plan = trace::plan(opts).map_err(|e| match e {
+        // The cap on per-call events, under the option that wants them.
+        e @ trace::Error::TooManyToCapture { .. } => {
+            anyhow::anyhow!("{}: {e}", exports.events_option())
+        }
+        e => with_hints(e),
+    })?;
     let n = plan.selection.funcs.len();
     let stdout = if exports.takes_stdout() {
         crate::out::nowhere()
@@ -528,7 +557,11 @@ fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Resu
     };
     let sel = trace::select(patterns, excludes, opts).map_err(|e| with_hints(e.into()))?;
     let select_time = t0.elapsed();
-    // The filter's names and values against the functions, as an attach would.
+    // The filter's names and values, and --args' cap, against the functions,
+    // as an attach would.
+    if args.args {
+        trace::check_capture(sel.funcs.len()).map_err(with_hints)?;
+    }
     if let Some(f) = args.filter() {
         f.compile(&sel.funcs, true)
             .map_err(|e| anyhow::anyhow!("--filter: {}", filter_error(&e)))?;
@@ -654,8 +687,10 @@ pub(super) mod tests {
                     name: arg.into(),
                     kind: ValueKind::Signed(32),
                     slots: 1,
+                    format: Default::default(),
                 }],
                 ret: ValueKind::Signed(32),
+                ret_format: Default::default(),
             },
             exact: true,
             addr: None,
@@ -876,5 +911,40 @@ pub(super) mod tests {
             "--null needs --errors"
         );
         assert!(parse(&["f"]).is_ok());
+    }
+    /// --args takes globs up to the library's cap; over it, the error names
+    /// the count and the cap under --args' name. --args-size is 1 to 1024
+    /// and goes with --args.
+    #[test]
+    fn args_cap_and_string_bound() {
+        use clap::Parser;
+
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            trace: super::Args,
+        }
+        let parse = |a: &[&str]| Cli::try_parse_from([&["bpfmux"], a].concat()).map(|c| c.trace);
+        let e = super::with_hints(bpfmux::trace::check_capture(523).unwrap_err());
+        assert!(
+            e.to_string().starts_with(
+                "--args: per-call events on 523 functions: at most 256 (a set this large sends \
+                 events faster than they can be read)"
+            ),
+            "{e}"
+        );
+        assert!(bpfmux::trace::check_capture(256).is_ok());
+        let t = parse(&["--args", "--args-size", "128", "vfs_*"]).unwrap();
+        assert_eq!((t.args, t.args_size), (true, Some(128)));
+        for bad in ["0", "1025"] {
+            assert!(
+                parse(&["--args", "--args-size", bad, "f"]).is_err(),
+                "{bad}"
+            );
+        }
+        let e = parse(&["--args-size", "64", "f"])
+            .err()
+            .expect("needs --args");
+        assert!(e.to_string().contains("--args"), "{e}");
     }
 }

@@ -6,7 +6,8 @@
  * so counts, latencies, events and stacks do not depend on the engine.
  *
  * The attach cookie carries the function's index in the user-space function
- * set (and a capture flag), so no program looks up addresses or names.
+ * set (and, for per-call events, how many argument slots to read and which
+ * hold strings), so no program looks up addresses or names.
  *
  * Entry points:
  *   trace_multi_entry    fentry.multi   tracing_multi link, counts only
@@ -70,6 +71,11 @@ const volatile bool want_ustack;
 const volatile bool pair_entry_exit;
 /* Report chains of calls that end in an error (call stacks on every engine). */
 const volatile bool want_errors;
+/*
+ * Bytes of each string an entry event carries (a multiple of 8, at most
+ * TRACE_STR_MAX; 0: no captured function has a string argument).
+ */
+const volatile __u32 event_str_size;
 /* Count calls per path of traced callers (call stacks on every engine). */
 const volatile bool want_graph;
 /*
@@ -305,53 +311,139 @@ static __always_inline void record_stack(void *ctx, __u32 func)
 	}
 }
 
-/* One ring buffer record; args NULL for an exit. */
-static __always_inline void emit(__u32 kind, __u32 func, const __u64 *args, __u64 ret,
-				 __u64 ts, __u64 duration)
-{
-	struct trace_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-
-	if (!e) {
-		count_lost(TRACE_LOST_EVENTS);
-		return;
-	}
-	e->ts_ns = ts;
-	for (int i = 0; i < TRACE_MAX_ARGS; i++)
-		e->args[i] = args ? args[i] : 0;
-	e->ret = ret;
-	e->duration_ns = duration;
-	e->func = func;
-	e->tgid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->kind = kind;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	bpf_ringbuf_submit(e, 0);
-}
-
 /* Where a program runs: its context and what it can read there. */
 enum ctx_kind {
 	CTX_TRAMP = 0,  /* fentry/fexit/fsession (and .multi): bpf_get_func_arg */
 	CTX_KPROBE = 1, /* kprobe.multi/kprobe.session: registers */
 };
 
-/* Arguments of a trampoline program (fentry, fsession and their multi forms). */
-static __always_inline void tramp_args(void *ctx, __u64 *args)
+/* The head every event record starts with. */
+static __always_inline void event_head(struct trace_event *h, __u32 kind, __u64 cookie, __u64 ret,
+				       __u64 ts, __u64 duration)
 {
-	for (int i = 0; i < TRACE_MAX_ARGS; i++) {
-		args[i] = 0;
-		bpf_get_func_arg(ctx, i, &args[i]);
-	}
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	h->ts_ns = ts;
+	h->ret = ret;
+	h->duration_ns = duration;
+	h->func = (__u32)cookie;
+	h->tgid = pid_tgid >> 32;
+	h->tid = (__u32)pid_tgid;
+	h->kind = kind;
+	h->version = TRACE_EVENT_VERSION;
+	h->nargs = 0;
+	h->nstrs = 0;
+	bpf_get_current_comm(h->comm, sizeof(h->comm));
 }
 
-static __always_inline void kprobe_args(struct pt_regs *regs, __u64 *args)
+/*
+ * The first n argument slots into args. A trampoline program has every
+ * argument (stack-passed ones too) in its context. A kprobe program at a
+ * function's entry reads the argument registers, and the stack above the
+ * return address (pt_regs->sp points at it) for the 7th argument on.
+ */
+static __always_inline void read_args(void *ctx, const int kind, __u32 n, __u64 *args)
 {
+	struct pt_regs *regs = ctx;
+
+	if (kind == CTX_TRAMP) {
+		for (int i = 0; i < TRACE_MAX_ARGS; i++) {
+			__u64 v = 0;
+
+			if (i < n)
+				bpf_get_func_arg(ctx, i, &v);
+			args[i] = v;
+		}
+		return;
+	}
 	args[0] = regs->di;
 	args[1] = regs->si;
 	args[2] = regs->dx;
 	args[3] = regs->cx;
 	args[4] = regs->r8;
 	args[5] = regs->r9;
+	for (int i = TRACE_REG_ARGS; i < TRACE_MAX_ARGS; i++)
+		args[i] = 0;
+	/* a failed read leaves zeros */
+	if (n > TRACE_REG_ARGS)
+		bpf_probe_read_kernel(&args[TRACE_REG_ARGS], 8 * (TRACE_MAX_ARGS - TRACE_REG_ARGS),
+				      (void *)(regs->sp + 8));
+}
+
+/*
+ * The strings the cookie names, each from its argument slot into its buffer
+ * (event_str_size bytes): user memory for a pointer below the kernel half of
+ * the address space, kernel memory above. NULL is read as nothing.
+ */
+static __always_inline void read_strs(__u64 cookie, struct trace_entry_event *e)
+{
+	if (!event_str_size)
+		return;
+	e->h.nstrs = TRACE_MAX_STRS;
+#pragma unroll
+	for (int i = 0; i < TRACE_MAX_STRS; i++) {
+		__u64 d = cookie >> (TRACE_COOKIE_STR_SHIFT + i * TRACE_COOKIE_STR_BITS);
+		__u32 slot = d & TRACE_COOKIE_STR_SLOT;
+		char *dst = e->data + i * event_str_size;
+		__u64 p;
+
+		e->strs[i].len = 0;
+		e->strs[i].slot = slot;
+		e->strs[i].user = 0;
+		e->strs[i]._pad = 0;
+		if (!(d & TRACE_COOKIE_STR_ON) || slot >= TRACE_MAX_ARGS)
+			continue;
+		p = e->args[slot];
+		if (!p)
+			continue;
+		if ((__s64)p >= 0) {
+			e->strs[i].user = 1;
+			e->strs[i].len = bpf_probe_read_user_str(dst, event_str_size, (void *)p);
+		} else {
+			e->strs[i].len = bpf_probe_read_kernel_str(dst, event_str_size, (void *)p);
+		}
+	}
+}
+
+/*
+ * An entry event: its argument slots (`args_here`: the program can read
+ * them; a kprobe program at the exit cannot) and strings. ts: when the call
+ * entered.
+ */
+static __always_inline void emit_entry(void *ctx, const int kind, bool args_here, __u64 cookie,
+				       __u64 ts)
+{
+	__u32 n = (cookie & TRACE_COOKIE_NARGS_MASK) >> TRACE_COOKIE_NARGS_SHIFT;
+	struct trace_entry_event *e;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e) + TRACE_MAX_STRS * event_str_size, 0);
+	if (!e) {
+		count_lost(TRACE_LOST_EVENTS);
+		return;
+	}
+	event_head(&e->h, TRACE_EVENT_ENTRY, cookie, 0, ts, 0);
+	if (n > TRACE_MAX_ARGS)
+		n = TRACE_MAX_ARGS;
+	if (!args_here)
+		n = 0;
+	read_args(ctx, kind, n, e->args);
+	e->h.nargs = n;
+	if (n)
+		read_strs(cookie, e);
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* An exit event: the return value and the call's duration. */
+static __always_inline void emit_exit(__u64 cookie, __u64 ret, __u64 ts, __u64 duration)
+{
+	struct trace_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count_lost(TRACE_LOST_EVENTS);
+		return;
+	}
+	event_head(e, TRACE_EVENT_EXIT, cookie, ret, ts, duration);
+	bpf_ringbuf_submit(e, 0);
 }
 
 /*
@@ -550,10 +642,12 @@ static __always_inline bool filter_exit(void *ctx, const int kind, __u64 cookie,
 }
 
 /*
- * The call is counted here; args[] is only read when captured. ts: when it
+ * The call is counted here, and its entry event sent when captured
+ * (`args_here`: its arguments can be read where this runs). ts: when it
  * entered, for its entry event (0: now).
  */
-static __always_inline void on_entry(void *ctx, __u64 cookie, const __u64 *args, __u64 ts)
+static __always_inline void on_entry(void *ctx, const int kind, bool args_here, __u64 cookie,
+				     __u64 ts)
 {
 	__u32 func = (__u32)cookie;
 	struct trace_func_stats *st = bpf_map_lookup_elem(&stats, &func);
@@ -563,7 +657,7 @@ static __always_inline void on_entry(void *ctx, __u64 cookie, const __u64 *args,
 	if (want_kstack || want_ustack)
 		record_stack(ctx, func);
 	if (cookie & TRACE_COOKIE_CAPTURE)
-		emit(TRACE_EVENT_ENTRY, func, args, 0, ts ? ts : bpf_ktime_get_ns(), 0);
+		emit_entry(ctx, kind, args_here, cookie, ts ? ts : bpf_ktime_get_ns());
 }
 
 /*
@@ -573,7 +667,6 @@ static __always_inline void on_entry(void *ctx, __u64 cookie, const __u64 *args,
  */
 static __always_inline bool enter(void *ctx, const int kind, __u64 cookie)
 {
-	__u64 args[TRACE_MAX_ARGS];
 	bool ok = filter_entry(ctx, kind, cookie);
 
 	if (filter_on) {
@@ -585,13 +678,7 @@ static __always_inline bool enter(void *ctx, const int kind, __u64 cookie)
 	}
 	if (!ok || record_at_exit())
 		return ok;
-	if (cookie & TRACE_COOKIE_CAPTURE) {
-		if (kind == CTX_TRAMP)
-			tramp_args(ctx, args);
-		else
-			kprobe_args(ctx, args);
-	}
-	on_entry(ctx, cookie, args, 0);
+	on_entry(ctx, kind, true, cookie, 0);
 	return ok;
 }
 
@@ -609,13 +696,8 @@ static __always_inline void on_exit(void *ctx, const int kind, __u64 cookie, __u
 	__u64 now = bpf_ktime_get_ns(), d = start_ns ? now - start_ns : 0;
 	struct trace_func_stats *st;
 
-	if (record_at_exit()) {
-		__u64 args[TRACE_MAX_ARGS] = {};
-
-		if (kind == CTX_TRAMP && (cookie & TRACE_COOKIE_CAPTURE))
-			tramp_args(ctx, args);
-		on_entry(ctx, cookie, args, start_ns);
-	}
+	if (record_at_exit())
+		on_entry(ctx, kind, kind == CTX_TRAMP, cookie, start_ns);
 	if (start_ns && want_latency) {
 		__u32 b = 0, idx;
 		__u64 *h;
@@ -639,7 +721,7 @@ static __always_inline void on_exit(void *ctx, const int kind, __u64 cookie, __u
 			*h += 1;
 	}
 	if (cookie & TRACE_COOKIE_CAPTURE)
-		emit(TRACE_EVENT_EXIT, func, NULL, ret, now, d);
+		emit_exit(cookie, ret, now, d);
 }
 
 /*

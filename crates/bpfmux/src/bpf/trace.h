@@ -9,8 +9,16 @@
 
 /* Latency histogram: bucket b counts durations in [2^b, 2^(b+1)) ns. */
 #define TRACE_HIST_BUCKETS 32
-/* Arguments captured per call (register arguments on x86-64). */
-#define TRACE_MAX_ARGS 6
+/*
+ * Argument slots captured per call: MAX_BPF_FUNC_ARGS, the most a trampoline
+ * saves (the 7th and later arguments are on the stack on x86-64). A kprobe
+ * program reads the TRACE_REG_ARGS argument registers, then the stack.
+ */
+#define TRACE_MAX_ARGS 12
+#define TRACE_REG_ARGS 6
+/* Strings (`char *` arguments) read per call, and the largest bound of one. */
+#define TRACE_MAX_STRS 2
+#define TRACE_STR_MAX 1024
 /* Nesting depth remembered per thread when entry and exit are two programs. */
 #define TRACE_MAX_DEPTH 32
 
@@ -25,6 +33,17 @@ enum trace_ret_class {
 	TRACE_RET_LONG = 2, /* signed, 64 bits: -4095..-1 */
 	TRACE_RET_PTR = 3,  /* pointer: NULL or an ERR_PTR */
 };
+/* Bits 35-38 (capture): argument slots to read, 0 to TRACE_MAX_ARGS. */
+#define TRACE_COOKIE_NARGS_SHIFT 35
+#define TRACE_COOKIE_NARGS_MASK (0xfULL << TRACE_COOKIE_NARGS_SHIFT)
+/*
+ * Bits 39-43 and 44-48 (capture): string i of the call. TRACE_COOKIE_STR_ON:
+ * read one; the low bits: the argument slot holding the pointer.
+ */
+#define TRACE_COOKIE_STR_SHIFT 39
+#define TRACE_COOKIE_STR_BITS 5
+#define TRACE_COOKIE_STR_ON 0x10
+#define TRACE_COOKIE_STR_SLOT 0xf
 
 /* Per function, per CPU. */
 struct trace_func_stats {
@@ -41,21 +60,49 @@ enum trace_event_kind {
 	TRACE_EVENT_EXIT = 2,
 };
 
-/* One call of a function named exactly on the command line (ring buffer). */
+/*
+ * Per-call events (ring buffer `events`). Every record starts with a
+ * struct trace_event; an exit is only that, an entry is a struct
+ * trace_entry_event followed by nstrs string buffers of the loader's
+ * `event_str_size` bytes each. Bump TRACE_EVENT_VERSION with any change:
+ * src/trace/events.rs reads only the version it knows.
+ */
+#define TRACE_EVENT_VERSION 2
+
 struct trace_event {
 	__u64 ts_ns;
-	__u64 args[TRACE_MAX_ARGS]; /* entry */
-	__u64 ret;                  /* exit */
-	__u64 duration_ns;          /* exit; 0 when unknown */
+	__u64 ret;         /* exit */
+	__u64 duration_ns; /* exit; 0 when unknown */
 	__u32 func;
 	__u32 tgid;
 	__u32 tid;
-	__u32 kind;
+	__u8 kind;
+	__u8 version;      /* TRACE_EVENT_VERSION */
+	__u8 nargs;        /* entry: slots of args[] read */
+	__u8 nstrs;        /* entry: string buffers after the record */
 	char comm[16];
 };
 
-/* src/trace/events.rs decodes this layout (EVENT_SIZE). */
-_Static_assert(sizeof(struct trace_event) == 104, "trace_event layout changed");
+/* A string an entry event carries (its bytes in the buffer of its index). */
+struct trace_event_str {
+	__s32 len;  /* bpf_probe_read_*_str(): bytes with the NUL, or -errno; 0: none */
+	__u8 slot;  /* the argument slot the pointer was in */
+	__u8 user;  /* read from user memory (a pointer below the kernel half) */
+	__u16 _pad;
+};
+
+struct trace_entry_event {
+	struct trace_event h;
+	/* trampolines: bpf_get_func_arg() order; kprobes: 6 registers, then the stack */
+	__u64 args[TRACE_MAX_ARGS];
+	struct trace_event_str strs[TRACE_MAX_STRS];
+	char data[]; /* string i at data + i * event_str_size */
+};
+
+/* src/trace/events.rs decodes these layouts (EVENT_SIZE, ENTRY_SIZE). */
+_Static_assert(sizeof(struct trace_event) == 56, "trace_event layout changed");
+_Static_assert(sizeof(struct trace_entry_event) == 56 + 8 * TRACE_MAX_ARGS + 8 * TRACE_MAX_STRS,
+	       "trace_entry_event layout changed");
 
 /* Key of the stack aggregation: who called which function from where. */
 struct trace_stack_key {

@@ -1,6 +1,6 @@
 //! Kernel BTF as `bpfmux trace` needs it: the FUNC types of vmlinux and of
 //! loaded modules (split BTF), whether a trampoline can attach to each, and
-//! parameter names and kinds for printing captured arguments.
+//! parameter names, kinds and [`Format`]s for printing captured arguments.
 //!
 //! A thin reader over libbpf's `struct btf` (parsing is libbpf's job; the
 //! type walk is ours, because libbpf-rs cannot open split module BTF).
@@ -10,6 +10,7 @@ use std::fs;
 use std::io;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 use libbpf_rs::libbpf_sys;
 
@@ -32,6 +33,9 @@ const KIND_ENUM64: u32 = 19;
 
 /// MAX_BPF_FUNC_ARGS: the most arguments a trampoline saves.
 pub const MAX_TRAMPOLINE_ARGS: usize = 12;
+/// Argument registers of the x86-64 calling convention (rdi, rsi, rdx,
+/// rcx, r8, r9); arguments past them are on the stack.
+pub const REG_ARGS: usize = 6;
 
 /// Kernel BTF that could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +72,56 @@ pub enum ValueKind {
     Aggregate,
 }
 
+/// What BTF says a value means beyond its [`ValueKind`]: how a captured
+/// argument or return value prints.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// As its [`ValueKind`] says: a number, a bool, a pointer in hex (NULL,
+    /// `ERR_PTR(-E...)`, a kernel symbol where it points at one).
+    #[default]
+    Plain,
+    /// An enum: printed by its enumerator's name.
+    Enum(Arc<Enumerators>),
+    /// `char *` or `const char *`: a NUL-terminated string, read by the
+    /// program at the call (`user`: BTF tags the pointer `__user`).
+    Str {
+        /// Tagged `__user` (kernels built with BTF type tags).
+        user: bool,
+    },
+    /// A pointer to a function: printed as the symbol it points at.
+    FuncPtr,
+}
+
+/// The enumerators of an enum type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Enumerators {
+    /// Its size in bytes (the value is truncated to it).
+    pub size: u8,
+    /// Whether its values are signed.
+    pub signed: bool,
+    /// (value, name), in BTF order.
+    pub values: Vec<(i64, String)>,
+}
+
+impl Enumerators {
+    /// The name of the enumerator `raw` (a register, truncated to the
+    /// enum's size), if one has that value.
+    pub fn name_of(&self, raw: u64) -> Option<&str> {
+        let bits = u32::from(self.size.clamp(1, 8)) * 8;
+        let v = if bits == 64 {
+            raw as i64
+        } else if self.signed {
+            ((raw << (64 - bits)) as i64) >> (64 - bits)
+        } else {
+            (raw & ((1u64 << bits) - 1)) as i64
+        };
+        self.values
+            .iter()
+            .find(|(x, _)| *x == v)
+            .map(|(_, n)| n.as_str())
+    }
+}
+
 /// One parameter of a [`Proto`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Param {
@@ -78,18 +132,64 @@ pub struct Param {
     /// The 8-byte argument registers (or stack slots) it takes: 2 for a
     /// struct of 9 to 16 bytes passed by value, 1 otherwise.
     pub slots: u8,
+    /// What its value means, for printing (enum names, strings, symbols).
+    pub format: Format,
 }
 
 /// A function prototype a trampoline can attach to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Proto {
-    /// Parameters in order (those passed in registers are captured).
+    /// Parameters in order (every one is captured: up to 12 slots).
     pub params: Vec<Param>,
     /// How the return value prints.
     pub ret: ValueKind,
+    /// What the return value means, for printing.
+    pub ret_format: Format,
+}
+
+/// Where a program finds a parameter's value: the first of its 8-byte
+/// slots in the program's argument array, and how many it takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgPlace {
+    /// Index of its first slot.
+    pub slot: usize,
+    /// Slots it takes (1, or 2 for a struct of 9 to 16 bytes).
+    pub slots: u8,
 }
 
 impl Proto {
+    /// Where each parameter is in the array of 8-byte slots a program
+    /// reads. A trampoline program (`kprobe` false) has them in declared
+    /// order, a struct passed by value taking two. A kprobe program reads
+    /// the six argument registers (slots 0-5), then the stack above the
+    /// return address (slot 6 onwards), so a parameter goes where the
+    /// x86-64 calling convention puts it: a struct that no longer fits in
+    /// the registers goes to the stack, and later scalars still take the
+    /// registers left.
+    pub fn arg_places(&self, kprobe: bool) -> Vec<ArgPlace> {
+        let (mut next, mut reg, mut stack) = (0usize, 0usize, 0usize);
+        self.params
+            .iter()
+            .map(|p| {
+                let n = usize::from(p.slots.max(1));
+                let slot = if !kprobe {
+                    next += n;
+                    next - n
+                } else if reg + n <= REG_ARGS {
+                    reg += n;
+                    reg - n
+                } else {
+                    stack += n;
+                    REG_ARGS + stack - n
+                };
+                ArgPlace {
+                    slot,
+                    slots: p.slots.max(1),
+                }
+            })
+            .collect()
+    }
+
     /// Whether a struct passed by value pushes arguments past the six
     /// argument registers, where a caller that copies only 8-byte slots
     /// (the series' global trampoline calling the function for its exit
@@ -113,6 +213,8 @@ pub struct BtfObj {
     first_id: u32,
     /// Freed on drop; false for vmlinux BTF borrowed from a [`KernelBtf`].
     owned: bool,
+    /// Enum types read so far, by id: prototypes share them.
+    enums: Mutex<std::collections::HashMap<u32, Arc<Enumerators>>>,
 }
 
 // SAFETY: the btf is only read after loading, and libbpf's read paths keep
@@ -160,6 +262,7 @@ impl<'a> KernelBtfs<'a> {
                 scope: Scope::Vmlinux,
                 first_id: 1,
                 owned: false,
+                enums: Mutex::default(),
             },
             base: PhantomData,
         })
@@ -203,6 +306,7 @@ impl<'a> KernelBtfs<'a> {
             scope: Scope::Module(module.into()),
             first_id,
             owned: true,
+            enums: Mutex::default(),
         });
         Ok(())
     }
@@ -256,6 +360,29 @@ impl RawType {
         // SAFETY: a FUNC_PROTO is followed by vlen btf_params; i < vlen.
         let p = unsafe { &*(self.ptr.add(1) as *const libbpf_sys::btf_param).add(i) };
         (p.name_off, p.type_)
+    }
+    /// The kind flag: for an enum, whether its values are signed.
+    fn kflag(self) -> bool {
+        self.info() >> 31 != 0
+    }
+    /// (name_off, value) of enumerator `i` of an ENUM or ENUM64, its value
+    /// read as the kind flag says (signed or not).
+    fn enumerator(self, i: usize) -> (u32, i64) {
+        if self.kind() == KIND_ENUM64 {
+            // SAFETY: an ENUM64 is followed by vlen btf_enum64s; i < vlen.
+            let e = unsafe { &*(self.ptr.add(1) as *const libbpf_sys::btf_enum64).add(i) };
+            let v = (u64::from(e.val_hi32) << 32) | u64::from(e.val_lo32);
+            (e.name_off, v as i64)
+        } else {
+            // SAFETY: an ENUM is followed by vlen btf_enums; i < vlen.
+            let e = unsafe { &*(self.ptr.add(1) as *const libbpf_sys::btf_enum).add(i) };
+            let v = if self.kflag() {
+                i64::from(e.val)
+            } else {
+                i64::from(e.val as u32)
+            };
+            (e.name_off, v)
+        }
     }
 }
 
@@ -358,6 +485,67 @@ impl BtfObj {
         None
     }
 
+    /// What a value of type `id` means, for printing it: an enum's names, a
+    /// `char *` string (tagged `__user` or not), a function pointer.
+    fn format(&self, id: u32) -> Format {
+        let Some(t) = self.resolve(id) else {
+            return Format::Plain;
+        };
+        match t.kind() {
+            KIND_ENUM | KIND_ENUM64 => Format::Enum(self.enumerators(id, t)),
+            KIND_PTR => self.pointee_format(t.size_or_type()),
+            _ => Format::Plain,
+        }
+    }
+
+    /// What a pointer to type `id` prints as: through const, volatile,
+    /// typedefs and type tags, a `char` makes it a string (`__user` when a
+    /// tag says so), a function prototype a function pointer.
+    fn pointee_format(&self, mut id: u32) -> Format {
+        let mut user = false;
+        for _ in 0..32 {
+            let Some(t) = self.ty(id) else {
+                return Format::Plain;
+            };
+            match t.kind() {
+                KIND_TYPE_TAG => {
+                    user |= self.name(t.name_off()) == "user";
+                    id = t.size_or_type();
+                }
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT => id = t.size_or_type(),
+                KIND_FUNC_PROTO => return Format::FuncPtr,
+                // `char` (signed or not by the compiler): not `signed char`,
+                // `unsigned char` or `u8`, which are bytes.
+                KIND_INT if t.size_or_type() == 1 && self.name(t.name_off()) == "char" => {
+                    return Format::Str { user };
+                }
+                _ => return Format::Plain,
+            }
+        }
+        Format::Plain
+    }
+
+    /// The enumerators of enum type `id` (resolved to `t`), read once per
+    /// type and shared.
+    fn enumerators(&self, id: u32, t: RawType) -> Arc<Enumerators> {
+        let mut cache = self.enums.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .entry(id)
+            .or_insert_with(|| {
+                Arc::new(Enumerators {
+                    size: u8::try_from(t.size_or_type()).unwrap_or(8),
+                    signed: t.kflag(),
+                    values: (0..t.vlen())
+                        .map(|i| {
+                            let (name_off, v) = t.enumerator(i);
+                            (v, self.name(name_off).to_string())
+                        })
+                        .collect(),
+                })
+            })
+            .clone()
+    }
+
     /// 8-byte slots of an argument of type `id` (1 unless a struct/union
     /// of more than 8 bytes is passed by value).
     fn slots(&self, id: u32) -> u8 {
@@ -413,7 +601,8 @@ impl BtfObj {
         if n > MAX_TRAMPOLINE_ARGS {
             return Err(format!("{n} arguments (a trampoline takes at most 12)"));
         }
-        let ret = match self.value_kind(t.size_or_type())? {
+        let ret_id = t.size_or_type();
+        let ret = match self.value_kind(ret_id)? {
             ValueKind::Aggregate => return Err("returns a struct/union".into()),
             k => k,
         };
@@ -427,9 +616,18 @@ impl BtfObj {
                 name: self.name(name_off).to_string(),
                 kind: self.value_kind(ty)?,
                 slots: self.slots(ty),
+                format: self.format(ty),
             });
         }
-        Ok(Proto { params, ret })
+        Ok(Proto {
+            params,
+            ret,
+            ret_format: if ret_id == 0 {
+                Format::Plain
+            } else {
+                self.format(ret_id)
+            },
+        })
     }
 }
 
@@ -476,6 +674,296 @@ pub fn module_btf_fd(module: &str) -> io::Result<std::os::fd::OwnedFd> {
         let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
         if info.kernel_btf != 0 && &name[..end] == module.as_bytes() {
             return Ok(fd);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// BTF made here, type by type, with libbpf's writer.
+    struct Synthetic(BtfObj);
+
+    impl Synthetic {
+        fn new() -> Self {
+            // SAFETY: no arguments; NULL on failure, checked.
+            let ptr =
+                NonNull::new(unsafe { libbpf_sys::btf__new_empty() }).expect("btf__new_empty");
+            Synthetic(BtfObj {
+                ptr,
+                scope: Scope::Vmlinux,
+                first_id: 1,
+                owned: true,
+                enums: Mutex::default(),
+            })
+        }
+
+        fn p(&self) -> *mut libbpf_sys::btf {
+            self.0.ptr.as_ptr()
+        }
+
+        /// A type id libbpf returned (negative: an error).
+        fn id(r: i32) -> i32 {
+            assert!(r > 0, "libbpf: {r}");
+            r
+        }
+
+        fn int(&self, name: &str, size: usize, enc: u32) -> i32 {
+            let n = CString::new(name).unwrap();
+            // SAFETY: valid btf and name.
+            Self::id(unsafe {
+                libbpf_sys::btf__add_int(self.p(), n.as_ptr(), size as _, enc as i32)
+            })
+        }
+
+        fn ptr(&self, to: i32) -> i32 {
+            // SAFETY: valid btf.
+            Self::id(unsafe { libbpf_sys::btf__add_ptr(self.p(), to) })
+        }
+
+        fn konst(&self, to: i32) -> i32 {
+            // SAFETY: valid btf.
+            Self::id(unsafe { libbpf_sys::btf__add_const(self.p(), to) })
+        }
+
+        fn tag(&self, name: &str, to: i32) -> i32 {
+            let n = CString::new(name).unwrap();
+            // SAFETY: valid btf and name.
+            Self::id(unsafe { libbpf_sys::btf__add_type_tag(self.p(), n.as_ptr(), to) })
+        }
+
+        fn typedef(&self, name: &str, to: i32) -> i32 {
+            let n = CString::new(name).unwrap();
+            // SAFETY: valid btf and name.
+            Self::id(unsafe { libbpf_sys::btf__add_typedef(self.p(), n.as_ptr(), to) })
+        }
+
+        fn enumeration(&self, name: &str, values: &[(&str, i64)]) -> i32 {
+            let n = CString::new(name).unwrap();
+            // SAFETY: valid btf and names; values follow the enum they belong to.
+            unsafe {
+                let id = Self::id(libbpf_sys::btf__add_enum(self.p(), n.as_ptr(), 4));
+                for (v, x) in values {
+                    let v = CString::new(*v).unwrap();
+                    assert_eq!(libbpf_sys::btf__add_enum_value(self.p(), v.as_ptr(), *x), 0);
+                }
+                id
+            }
+        }
+
+        fn struct16(&self, name: &str, long: i32) -> i32 {
+            let n = CString::new(name).unwrap();
+            let (a, b) = (CString::new("a").unwrap(), CString::new("b").unwrap());
+            // SAFETY: valid btf and names; fields follow their struct.
+            unsafe {
+                let id = Self::id(libbpf_sys::btf__add_struct(self.p(), n.as_ptr(), 16));
+                assert_eq!(
+                    libbpf_sys::btf__add_field(self.p(), a.as_ptr(), long, 0, 0),
+                    0
+                );
+                assert_eq!(
+                    libbpf_sys::btf__add_field(self.p(), b.as_ptr(), long, 64, 0),
+                    0
+                );
+                id
+            }
+        }
+
+        /// A FUNC `name` of ret (0: void) and (name, type) parameters.
+        fn func(&self, name: &str, ret: i32, params: &[(&str, i32)]) -> u32 {
+            // SAFETY: valid btf and names; parameters follow their prototype.
+            unsafe {
+                let proto = Self::id(libbpf_sys::btf__add_func_proto(self.p(), ret));
+                for (pname, ty) in params {
+                    let c = CString::new(*pname).unwrap();
+                    assert_eq!(
+                        libbpf_sys::btf__add_func_param(self.p(), c.as_ptr(), *ty),
+                        0
+                    );
+                }
+                let n = CString::new(name).unwrap();
+                Self::id(libbpf_sys::btf__add_func(
+                    self.p(),
+                    n.as_ptr(),
+                    libbpf_sys::BTF_FUNC_GLOBAL,
+                    proto,
+                )) as u32
+            }
+        }
+
+        fn proto(&self, func: u32) -> Proto {
+            self.0
+                .func_proto(func)
+                .expect("a FUNC")
+                .expect("a prototype")
+        }
+    }
+
+    /// One function with every kind of argument the printer tells apart,
+    /// ten of them (eleven slots: the struct takes two), five on the stack.
+    #[test]
+    fn formats_follow_the_btf_types() {
+        let b = Synthetic::new();
+        let int = b.int("int", 4, libbpf_sys::BTF_INT_SIGNED);
+        let chr = b.int("char", 1, libbpf_sys::BTF_INT_SIGNED);
+        let uchar = b.int("unsigned char", 1, 0);
+        let short = b.int("short", 2, libbpf_sys::BTF_INT_SIGNED);
+        let ulong = b.int("long unsigned int", 8, 0);
+        let boolean = b.int("_Bool", 1, libbpf_sys::BTF_INT_BOOL);
+        let cchar = b.konst(chr);
+        let user_str = b.ptr(b.tag("user", cchar));
+        let kernel_str = b.ptr(cchar);
+        let bytes = b.ptr(b.typedef("u8", uchar));
+        let mode = b.enumeration("mode", &[("MODE_A", 1), ("MODE_B", -2)]);
+        let cb_proto = {
+            // SAFETY: valid btf; the parameter follows its prototype.
+            unsafe {
+                let p = Synthetic::id(libbpf_sys::btf__add_func_proto(b.p(), 0));
+                assert_eq!(libbpf_sys::btf__add_func_param(b.p(), c"".as_ptr(), int), 0);
+                p
+            }
+        };
+        let cb = b.typedef("cb_t", b.ptr(cb_proto));
+        let pair = b.struct16("pair", ulong);
+        let f = b.func(
+            "every_kind",
+            kernel_str,
+            &[
+                ("a", int),
+                ("u", user_str),
+                ("k", kernel_str),
+                ("bytes", bytes),
+                ("m", mode),
+                ("cb", cb),
+                ("flag", boolean),
+                ("byval", pair),
+                ("s", short),
+                ("m2", mode),
+            ],
+        );
+        let p = b.proto(f);
+        let kinds: Vec<(&str, ValueKind, &Format)> = p
+            .params
+            .iter()
+            .map(|q| (q.name.as_str(), q.kind, &q.format))
+            .collect();
+        let Format::Enum(en) = &p.params[4].format else {
+            panic!("m: {:?}", p.params[4].format);
+        };
+        assert_eq!(
+            kinds,
+            [
+                ("a", ValueKind::Signed(32), &Format::Plain),
+                ("u", ValueKind::Pointer, &Format::Str { user: true }),
+                ("k", ValueKind::Pointer, &Format::Str { user: false }),
+                ("bytes", ValueKind::Pointer, &Format::Plain),
+                ("m", ValueKind::Enum, &Format::Enum(en.clone())),
+                ("cb", ValueKind::Pointer, &Format::FuncPtr),
+                ("flag", ValueKind::Bool, &Format::Plain),
+                ("byval", ValueKind::Aggregate, &Format::Plain),
+                ("s", ValueKind::Signed(16), &Format::Plain),
+                ("m2", ValueKind::Enum, &Format::Enum(en.clone())),
+            ]
+        );
+        // A `const char *` return is a pointer whose string is not read.
+        assert_eq!(
+            (p.ret, &p.ret_format),
+            (ValueKind::Pointer, &Format::Str { user: false })
+        );
+        // An enum negative values make signed; read once, shared.
+        assert!(en.signed && en.size == 4);
+        assert_eq!(en.values, [(1, "MODE_A".into()), (-2, "MODE_B".into())]);
+        let Format::Enum(en2) = &p.params[9].format else {
+            panic!()
+        };
+        assert!(Arc::ptr_eq(en, en2), "one enum type, one copy");
+        assert_eq!(en.name_of(0xffff_fffe), Some("MODE_B"));
+        assert_eq!(en.name_of(0xdead_0000_0000_0001), Some("MODE_A"));
+        assert_eq!(en.name_of(7), None);
+        // Eleven slots: the struct takes two; six registers full, so the
+        // kprobe program finds them in the same places.
+        let slots: Vec<(usize, u8)> = p
+            .arg_places(false)
+            .iter()
+            .map(|a| (a.slot, a.slots))
+            .collect();
+        assert_eq!(
+            slots,
+            [
+                (0, 1),
+                (1, 1),
+                (2, 1),
+                (3, 1),
+                (4, 1),
+                (5, 1),
+                (6, 1),
+                (7, 2),
+                (9, 1),
+                (10, 1)
+            ]
+        );
+        assert_eq!(p.arg_places(true), p.arg_places(false));
+        // An enum return prints by name.
+        let g = b.func("gives_mode", mode, &[]);
+        assert!(matches!(b.proto(g).ret_format, Format::Enum(_)));
+        assert_eq!(b.proto(b.func("nothing", 0, &[])).ret, ValueKind::Void);
+    }
+
+    /// Real prototypes of the running kernel (skipped without its BTF).
+    #[test]
+    fn host_kernel_prototypes() {
+        let kb = KernelBtf::load();
+        let Ok(btfs) = KernelBtfs::borrow_vmlinux(&kb) else {
+            println!("no vmlinux BTF here: not checked");
+            return;
+        };
+        let v = btfs.vmlinux();
+        let proto = |name: &str| {
+            v.find_func(name)
+                .and_then(|id| v.func_proto(id))
+                .map(|p| p.unwrap_or_else(|e| panic!("{name}: {e}")))
+        };
+        // do_sys_openat2(int dfd, const char __user *filename, struct open_how *how)
+        if let Some(p) = proto("do_sys_openat2") {
+            assert_eq!(p.params[0].kind, ValueKind::Signed(32));
+            assert!(
+                matches!(p.params[1].format, Format::Str { .. }),
+                "{:?}",
+                p.params[1]
+            );
+            assert_eq!(
+                (p.params[2].kind, &p.params[2].format),
+                (ValueKind::Pointer, &Format::Plain)
+            );
+            println!("do_sys_openat2 filename: {:?}", p.params[1].format);
+        }
+        // vfs_open(const struct path *, struct file *): two plain pointers.
+        if let Some(p) = proto("vfs_open") {
+            assert!(p
+                .params
+                .iter()
+                .all(|q| q.kind == ValueKind::Pointer && q.format == Format::Plain));
+        }
+        // do_mmap: more arguments than registers (nine on 6.x/7.x), the
+        // rest on the stack, every one in a slot of its own.
+        let p = proto("do_mmap").expect("do_mmap in vmlinux BTF");
+        assert!(p.params.len() > REG_ARGS, "{p:?}");
+        let slots: Vec<usize> = p.arg_places(false).iter().map(|a| a.slot).collect();
+        assert_eq!(slots, (0..p.params.len()).collect::<Vec<_>>());
+        assert_eq!(p.arg_places(true), p.arg_places(false));
+        let pgoff = p.params.iter().position(|q| q.name == "pgoff");
+        assert!(pgoff.is_some_and(|i| i >= REG_ARGS), "{p:?}");
+        // pid_task(struct pid *, enum pid_type): the enum by name.
+        if let Some(p) = proto("pid_task") {
+            let Format::Enum(en) = &p.params[1].format else {
+                panic!("{:?}", p.params[1]);
+            };
+            assert_eq!(en.name_of(0), Some("PIDTYPE_PID"));
+        }
+        // call_rcu(struct rcu_head *, rcu_callback_t): a function pointer.
+        if let Some(p) = proto("call_rcu") {
+            assert_eq!(p.params[1].format, Format::FuncPtr);
         }
     }
 }

@@ -3,13 +3,15 @@
 //! stack counts, and what could not be recorded. Layouts mirror
 //! src/bpf/trace.h.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use libbpf_rs::{MapCore, MapFlags};
 use serde::Serialize;
 
+use super::btf::{Format, Proto};
 use super::program::{possible_cpus, read_percpu_array, TraceObject, HIST_BUCKETS};
 use super::{Error, Step as _};
+use crate::symbolize::KernelSymbolizer;
 
 /// Mirrors `struct trace_func_stats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -164,6 +166,24 @@ pub enum EventKind {
     Exit,
 }
 
+/// A string an entry event carries: read by the program, at the call, from
+/// a `char *` argument (at most [`MAX_STRINGS`] per call, each up to the
+/// bound [`crate::trace::TraceOptions::string_size`] sets).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventString {
+    /// The argument slot the pointer was in (an index of [`Event::args`]).
+    pub slot: usize,
+    /// Its bytes up to the NUL, without it.
+    pub bytes: Vec<u8>,
+    /// It filled the bound: the string may go on.
+    pub truncated: bool,
+    /// Read from user memory (the pointer was below the kernel's half of
+    /// the address space), else from kernel memory.
+    pub user: bool,
+    /// The read failed with this errno (`bytes` is empty then).
+    pub error: Option<i32>,
+}
+
 /// One call of a captured function (entry with arguments, exit with the
 /// return value and duration).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,8 +194,16 @@ pub struct Event {
     pub func: usize,
     /// Entry or exit.
     pub kind: EventKind,
-    /// The register arguments (entry).
-    pub args: [u64; 6],
+    /// The argument slots (entry; empty for an exit), in the order the
+    /// prototype declares the arguments: stack-passed ones (7th and on)
+    /// included, a struct of 9 to 16 bytes passed by value taking two
+    /// ([`crate::trace::Proto::arg_places`] with `kprobe` false).
+    pub args: Vec<u64>,
+    /// The strings read from `char *` arguments (entry).
+    pub strings: Vec<EventString>,
+    /// Kernel symbols (`name+0xoff`) of argument slots that point into
+    /// kernel code, by slot: filled by the session from kallsyms.
+    pub symbols: BTreeMap<usize, String>,
     /// The return value (exit).
     pub ret: u64,
     /// Time since the entry (exit; 0 when unknown).
@@ -188,38 +216,182 @@ pub struct Event {
     pub comm: String,
 }
 
-/// `struct trace_event` is 104 bytes: 10 u64, 4 u32, `comm[16]`.
-pub const EVENT_SIZE: usize = 104;
+/// `TRACE_EVENT_VERSION`: the record layout of trace.h this reader knows.
+pub const EVENT_VERSION: u8 = 2;
+/// `struct trace_event`, every record's head: 3 u64, 3 u32, 4 u8, `comm[16]`.
+pub const EVENT_SIZE: usize = 56;
+/// `struct trace_entry_event` without its strings: the head, 12 argument
+/// slots and [`MAX_STRINGS`] string heads of 8 bytes.
+pub const ENTRY_SIZE: usize = EVENT_SIZE + 8 * MAX_ARGS + 8 * MAX_STRINGS;
+/// `TRACE_MAX_ARGS`: argument slots an entry event has room for
+/// (MAX_BPF_FUNC_ARGS, what a trampoline saves).
+pub const MAX_ARGS: usize = 12;
+/// `TRACE_MAX_STRS`: strings an entry event carries at most.
+pub const MAX_STRINGS: usize = 2;
+/// `TRACE_STR_MAX`: the largest bound of a captured string, in bytes.
+pub const MAX_STRING_SIZE: usize = 1024;
+
+/// Bits 35-38 of the attach cookie: argument slots to read (trace.h).
+const COOKIE_NARGS_SHIFT: u32 = 35;
+/// Bits 39-43 and 44-48: string i (`TRACE_COOKIE_STR_*`).
+const COOKIE_STR_SHIFT: u32 = 39;
+const COOKIE_STR_BITS: u32 = 5;
+const COOKIE_STR_ON: u64 = 0x10;
+
+/// The attach cookie's bits for a captured function (trace.h): how many
+/// argument slots its program reads, and in which slots the pointers of
+/// the strings to read are (its first [`MAX_STRINGS`] `char *`
+/// arguments), where a kprobe program (`kprobe`) or a trampoline program
+/// finds them ([`Proto::arg_places`]).
+pub(crate) fn capture_bits(proto: &Proto, kprobe: bool) -> u64 {
+    let places = proto.arg_places(kprobe);
+    let nargs = places
+        .iter()
+        .map(|p| p.slot + usize::from(p.slots))
+        .max()
+        .unwrap_or(0)
+        .min(MAX_ARGS);
+    let mut bits = (nargs as u64) << COOKIE_NARGS_SHIFT;
+    let strings = proto
+        .params
+        .iter()
+        .zip(&places)
+        .filter(|(p, at)| matches!(p.format, Format::Str { .. }) && at.slot < MAX_ARGS)
+        .take(MAX_STRINGS);
+    for (i, (_, at)) in strings.enumerate() {
+        bits |= (COOKIE_STR_ON | at.slot as u64) << (COOKIE_STR_SHIFT + i as u32 * COOKIE_STR_BITS);
+    }
+    bits
+}
+
+/// Offsets past this from a kernel symbol are not in it (JIT code, gaps).
+const MAX_SYMBOL_OFFSET: u64 = 1 << 20;
+
+/// Names the argument slots of an entry event that point into kernel code
+/// (function pointers, other pointers, unsigned 64-bit values such as an
+/// instruction pointer) with their kernel function, `name+0xoff`, into
+/// [`Event::symbols`].
+pub(crate) fn name_symbols(e: &mut Event, proto: &Proto, ksyms: &KernelSymbolizer) {
+    use super::btf::ValueKind;
+    use crate::symbolize::{SymResult, SymbolKind};
+    for (p, at) in proto.params.iter().zip(proto.arg_places(false)) {
+        let code = matches!(p.format, Format::FuncPtr)
+            || matches!(p.kind, ValueKind::Pointer | ValueKind::Unsigned(64));
+        let Some(&v) = e.args.get(at.slot) else {
+            continue;
+        };
+        // Kernel addresses have the top bit set; ERR_PTR values are not addresses.
+        if !code || at.slots != 1 || (v as i64) >= 0 || (v as i64) >= -4095 {
+            continue;
+        }
+        if let Some(SymResult::Symbol(s)) = ksyms.symbolize(&[v]).pop().map(|s| s.result) {
+            if s.kind == SymbolKind::Function && s.offset <= MAX_SYMBOL_OFFSET {
+                e.symbols
+                    .insert(at.slot, format!("{}+{:#x}", s.name, s.offset));
+            }
+        }
+    }
+}
+
+/// Whether a function has an argument the program reads a string from.
+pub(crate) fn has_strings(proto: &Proto) -> bool {
+    proto
+        .params
+        .iter()
+        .any(|p| matches!(p.format, Format::Str { .. }))
+}
 
 impl Event {
-    /// Decodes a ring buffer record; `None` for a short or unknown one.
+    /// Decodes a ring buffer record as the program wrote it; `None` for a
+    /// short one, an unknown kind or another layout version. Argument slots
+    /// are in the program's order: for a kprobe program registers, then
+    /// stack ([`Event::to_declared_order`] puts them in the prototype's).
     pub fn parse(b: &[u8]) -> Option<Event> {
-        if b.len() < EVENT_SIZE {
+        if b.len() < EVENT_SIZE || b[37] != EVENT_VERSION {
             return None;
         }
         let u32_at = |off: usize| u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
-        let mut args = [0u64; 6];
-        for (i, a) in args.iter_mut().enumerate() {
-            *a = u64_at(b, 8 + i * 8);
-        }
-        let kind = match u32_at(84) {
+        let kind = match b[36] {
             1 => EventKind::Entry,
             2 => EventKind::Exit,
             _ => return None,
         };
-        let comm = &b[88..104];
+        let comm = &b[40..56];
         let end = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
-        Some(Event {
+        let mut e = Event {
             ts_ns: u64_at(b, 0),
-            args,
-            ret: u64_at(b, 56),
-            duration_ns: u64_at(b, 64),
-            func: u32_at(72) as usize,
-            tgid: u32_at(76),
-            tid: u32_at(80),
+            ret: u64_at(b, 8),
+            duration_ns: u64_at(b, 16),
+            func: u32_at(24) as usize,
+            tgid: u32_at(28),
+            tid: u32_at(32),
             kind,
+            args: Vec::new(),
+            strings: Vec::new(),
+            symbols: BTreeMap::new(),
             comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
-        })
+        };
+        if kind == EventKind::Exit {
+            return Some(e);
+        }
+        if b.len() < ENTRY_SIZE {
+            return None;
+        }
+        let (nargs, nstrs) = (usize::from(b[38]).min(MAX_ARGS), usize::from(b[39]));
+        e.args = (0..nargs).map(|i| u64_at(b, EVENT_SIZE + 8 * i)).collect();
+        if nstrs == 0 {
+            return Some(e);
+        }
+        // The strings' room: what is left of the record, shared evenly.
+        let size = (b.len() - ENTRY_SIZE) / nstrs.min(MAX_STRINGS);
+        for i in 0..nstrs.min(MAX_STRINGS) {
+            let head = EVENT_SIZE + 8 * MAX_ARGS + 8 * i;
+            let len = u32_at(head) as i32;
+            if len == 0 {
+                continue;
+            }
+            let mut s = EventString {
+                slot: usize::from(b[head + 4]),
+                user: b[head + 5] != 0,
+                ..Default::default()
+            };
+            if len < 0 {
+                s.error = Some(-len);
+            } else {
+                let data = &b[ENTRY_SIZE + i * size..ENTRY_SIZE + (i + 1) * size];
+                let n = (len as usize).min(size);
+                let nul = data[..n].iter().position(|&c| c == 0).unwrap_or(n);
+                s.bytes = data[..nul].to_vec();
+                s.truncated = n == size;
+            }
+            e.strings.push(s);
+        }
+        Some(e)
+    }
+
+    /// Puts a kprobe program's argument slots (six registers, then the
+    /// stack) in the order `proto` declares the arguments, as a trampoline
+    /// program reads them; the strings' slots follow. Slots no argument
+    /// has are left out.
+    pub fn to_declared_order(&mut self, proto: &Proto) {
+        let (from, to) = (proto.arg_places(true), proto.arg_places(false));
+        let len = to.last().map_or(0, |p| p.slot + usize::from(p.slots));
+        let mut args = vec![0u64; len];
+        for (f, t) in from.iter().zip(&to) {
+            for k in 0..usize::from(t.slots) {
+                if let (Some(v), Some(d)) = (self.args.get(f.slot + k), args.get_mut(t.slot + k)) {
+                    *d = *v;
+                }
+            }
+        }
+        // Slots a kprobe program could not read (past its stack slots) stay 0.
+        args.truncate(len.min(MAX_ARGS));
+        self.args = args;
+        for s in &mut self.strings {
+            if let Some(i) = from.iter().position(|p| p.slot == s.slot) {
+                s.slot = to[i].slot;
+            }
+        }
     }
 }
 
@@ -366,30 +538,182 @@ fn keys_of(map: &impl MapCore, out: &mut Vec<StackKey>) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn parses_an_event_record() {
+    /// A record as trace.bpf.c writes it: the head, then for an entry the
+    /// argument slots, the string heads (len, slot, user) and buffers of
+    /// `size` bytes.
+    fn record(kind: u8, args: &[u64], strs: &[(i32, u8, bool, &[u8])], size: usize) -> Vec<u8> {
         let mut b = vec![0u8; EVENT_SIZE];
         b[0..8].copy_from_slice(&123u64.to_ne_bytes());
-        for i in 0..6 {
-            b[8 + i * 8..16 + i * 8].copy_from_slice(&(i as u64 + 10).to_ne_bytes());
+        b[8..16].copy_from_slice(&(-5i64 as u64).to_ne_bytes());
+        b[16..24].copy_from_slice(&999u64.to_ne_bytes());
+        b[24..28].copy_from_slice(&7u32.to_ne_bytes());
+        b[28..32].copy_from_slice(&100u32.to_ne_bytes());
+        b[32..36].copy_from_slice(&101u32.to_ne_bytes());
+        b[36] = kind;
+        b[37] = EVENT_VERSION;
+        b[40..44].copy_from_slice(b"cat\0");
+        if kind == 2 {
+            return b;
         }
-        b[56..64].copy_from_slice(&(-5i64 as u64).to_ne_bytes());
-        b[64..72].copy_from_slice(&999u64.to_ne_bytes());
-        b[72..76].copy_from_slice(&7u32.to_ne_bytes());
-        b[76..80].copy_from_slice(&100u32.to_ne_bytes());
-        b[80..84].copy_from_slice(&101u32.to_ne_bytes());
-        b[84..88].copy_from_slice(&2u32.to_ne_bytes());
-        b[88..92].copy_from_slice(b"cat\0");
+        b[38] = args.len() as u8;
+        b[39] = if strs.is_empty() {
+            0
+        } else {
+            MAX_STRINGS as u8
+        };
+        b.resize(
+            ENTRY_SIZE
+                + if strs.is_empty() {
+                    0
+                } else {
+                    MAX_STRINGS * size
+                },
+            0xee,
+        );
+        for (i, a) in args.iter().enumerate() {
+            b[EVENT_SIZE + 8 * i..EVENT_SIZE + 8 * i + 8].copy_from_slice(&a.to_ne_bytes());
+        }
+        for i in 0..MAX_STRINGS {
+            let head = EVENT_SIZE + 8 * MAX_ARGS + 8 * i;
+            b[head..head + 8].fill(0);
+            let Some(&(len, slot, user, bytes)) = strs.get(i) else {
+                continue;
+            };
+            b[head..head + 4].copy_from_slice(&len.to_ne_bytes());
+            b[head + 4] = slot;
+            b[head + 5] = u8::from(user);
+            let at = ENTRY_SIZE + i * size;
+            b[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        b
+    }
+
+    #[test]
+    fn parses_exit_records() {
+        let b = record(2, &[], &[], 0);
         let e = Event::parse(&b).unwrap();
         assert_eq!(e.ts_ns, 123);
-        assert_eq!(e.args, [10, 11, 12, 13, 14, 15]);
         assert_eq!(e.ret as i64, -5);
         assert_eq!((e.duration_ns, e.func, e.tgid, e.tid), (999, 7, 100, 101));
-        assert_eq!(e.kind, EventKind::Exit);
-        assert_eq!(e.comm, "cat");
+        assert_eq!((e.kind, e.comm.as_str()), (EventKind::Exit, "cat"));
+        assert!(e.args.is_empty() && e.strings.is_empty());
         assert!(Event::parse(&b[..50]).is_none());
-        b[84..88].copy_from_slice(&9u32.to_ne_bytes());
-        assert!(Event::parse(&b).is_none());
+        let mut bad = b.clone();
+        bad[36] = 9;
+        assert!(Event::parse(&bad).is_none(), "unknown kind");
+        let mut old = b;
+        old[37] = 1;
+        assert!(Event::parse(&old).is_none(), "another layout version");
+    }
+
+    /// Nine argument slots (three of them stack-passed) and two strings:
+    /// one that fit, from user memory; one that filled its 16 bytes.
+    #[test]
+    fn parses_entry_records_with_stack_arguments_and_strings() {
+        let args: Vec<u64> = (1..=9).map(|i| i * 0x1111).collect();
+        let strs: [(i32, u8, bool, &[u8]); 2] = [
+            (12, 1, true, b"/etc/passwd\0"),
+            (16, 7, false, b"0123456789abcde\0"),
+        ];
+        let e = Event::parse(&record(1, &args, &strs, 16)).unwrap();
+        assert_eq!(e.kind, EventKind::Entry);
+        assert_eq!(e.args, args);
+        assert_eq!(
+            e.strings,
+            [
+                EventString {
+                    slot: 1,
+                    bytes: b"/etc/passwd".to_vec(),
+                    truncated: false,
+                    user: true,
+                    error: None,
+                },
+                EventString {
+                    slot: 7,
+                    bytes: b"0123456789abcde".to_vec(),
+                    truncated: true,
+                    user: false,
+                    error: None,
+                },
+            ]
+        );
+        // A failed read (-EFAULT), and an unused second slot.
+        let e = Event::parse(&record(1, &args, &[(-14, 2, false, b"")], 8)).unwrap();
+        assert_eq!(e.strings.len(), 1);
+        assert_eq!((e.strings[0].slot, e.strings[0].error), (2, Some(14)));
+        // Without strings the record ends after the string heads.
+        let e = Event::parse(&record(1, &args[..3], &[], 0)).unwrap();
+        assert_eq!((e.args.len(), e.strings.len()), (3, 0));
+        assert!(Event::parse(&record(1, &args, &[], 0)[..ENTRY_SIZE - 1]).is_none());
+    }
+
+    fn proto(slots: &[u8], strings: &[usize]) -> Proto {
+        use crate::trace::btf::{Param, ValueKind};
+        Proto {
+            params: slots
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| Param {
+                    name: format!("a{i}"),
+                    kind: if n > 1 {
+                        ValueKind::Aggregate
+                    } else {
+                        ValueKind::Unsigned(64)
+                    },
+                    slots: n,
+                    format: if strings.contains(&i) {
+                        Format::Str { user: false }
+                    } else {
+                        Format::Plain
+                    },
+                })
+                .collect(),
+            ret: ValueKind::Signed(32),
+            ret_format: Format::Plain,
+        }
+    }
+
+    #[test]
+    fn kprobe_slots_come_in_the_prototypes_order() {
+        // Nine scalars: the same order either way (registers, then stack).
+        let nine = proto(&[1; 9], &[]);
+        let places =
+            |p: &Proto, k| -> Vec<usize> { p.arg_places(k).iter().map(|a| a.slot).collect() };
+        assert_eq!(places(&nine, true), places(&nine, false));
+        // Five scalars, a 16-byte struct, a scalar: the struct does not fit
+        // in the last register and goes to the stack, the scalar after it
+        // takes that register.
+        let spill = proto(&[1, 1, 1, 1, 1, 2, 1], &[6]);
+        assert_eq!(places(&spill, false), [0, 1, 2, 3, 4, 5, 7]);
+        assert_eq!(places(&spill, true), [0, 1, 2, 3, 4, 6, 5]);
+        let raw = [10, 11, 12, 13, 14, 15, 60, 61, 0, 0, 0, 0];
+        let mut e = Event::parse(&record(1, &raw, &[(3, 5, false, b"ab\0")], 8)).unwrap();
+        e.to_declared_order(&spill);
+        assert_eq!(e.args, [10, 11, 12, 13, 14, 60, 61, 15]);
+        assert_eq!(
+            e.strings[0].slot, 7,
+            "the string's slot follows its argument"
+        );
+    }
+
+    #[test]
+    fn the_cookie_names_slots_to_read_and_strings() {
+        let nargs = |b: u64| (b >> COOKIE_NARGS_SHIFT) & 0xf;
+        let string = |b: u64, i: u32| (b >> (COOKIE_STR_SHIFT + i * COOKIE_STR_BITS)) & 0x1f;
+        let p = proto(&[1; 9], &[1, 7, 8]);
+        let b = capture_bits(&p, false);
+        assert_eq!(nargs(b), 9);
+        // The first two strings only.
+        assert_eq!((string(b, 0), string(b, 1)), (0x10 | 1, 0x10 | 7));
+        assert_eq!(b >> (COOKIE_STR_SHIFT + 2 * COOKIE_STR_BITS), 0);
+        // Bits 0-34 stay the index, the capture flag and the return class.
+        assert_eq!(b & ((1 << 35) - 1), 0);
+        let spill = proto(&[1, 1, 1, 1, 1, 2, 1], &[6]);
+        assert_eq!(nargs(capture_bits(&spill, false)), 8);
+        let k = capture_bits(&spill, true);
+        assert_eq!((nargs(k), string(k, 0)), (8, 0x10 | 5));
+        assert_eq!(capture_bits(&proto(&[], &[]), true), 0);
+        assert!(has_strings(&p) && !has_strings(&proto(&[1], &[])));
     }
 
     /// Keys read in batches are every key, once: a real BPF hash map of

@@ -1504,9 +1504,11 @@ mod tests {
                         name: (*n).into(),
                         kind: *k,
                         slots: 1,
+                        format: Default::default(),
                     })
                     .collect(),
                 ret,
+                ret_format: Default::default(),
             },
             exact: true,
             addr: None,

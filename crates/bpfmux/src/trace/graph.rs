@@ -145,23 +145,12 @@ pub fn lines(roots: &[GraphNode]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::btf::{Proto, ValueKind};
-    use crate::trace::pattern::Scope;
+    use crate::trace::btf::ValueKind;
 
     fn funcs(names: &[&str]) -> Vec<Func> {
         names
             .iter()
-            .map(|n| Func {
-                scope: Scope::Vmlinux,
-                name: n.to_string(),
-                btf_id: 1,
-                proto: Proto {
-                    params: vec![],
-                    ret: ValueKind::Signed(32),
-                },
-                exact: true,
-                addr: None,
-            })
+            .map(|n| Func::test(n, vec![], ValueKind::Signed(32)))
             .collect()
     }
 

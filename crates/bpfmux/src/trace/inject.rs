@@ -174,6 +174,7 @@ mod tests {
             proto: Proto {
                 params: vec![],
                 ret: ValueKind::Signed(64),
+                ret_format: Default::default(),
             },
             exact,
             addr: None,

@@ -18,6 +18,12 @@
 //! 6. [`Session::detach`], then [`Session::summary`]: a serializable
 //!    [`Summary`] with the busiest stacks symbolized.
 //!
+//! With [`TraceOptions::capture`] every call of the traced functions (at
+//! most [`MAX_CAPTURED_FUNCTIONS`]) is an [`Event`]: all its arguments, the
+//! 7th and later (stack-passed) too, strings of `char *` arguments read at
+//! the call, and its return value; [`output`] prints them by their BTF
+//! types ([`Format`]: enums by name, strings quoted, symbols, errnos).
+//!
 //! With [`TraceOptions::filter`] only the calls a filter passes are
 //! recorded, decided in the BPF program ([`filter`]: a small expression
 //! language on arguments, the return value, errno and latency).
@@ -62,9 +68,12 @@ use engine::{AttachError, Engine, Targets};
 use events::Reader;
 use program::{ObjectConfig, TraceObject};
 
-pub use btf::{BtfError, Param, Proto, ValueKind};
+pub use btf::{ArgPlace, BtfError, Enumerators, Format, Param, Proto, ValueKind};
 pub use engine::{Breakdown, ChooseError, Control, EngineKind, ExitSide, UnknownEngine};
-pub use events::{Event, EventKind, FuncStats, Hist, Snapshot};
+pub use events::{
+    Event, EventKind, EventString, FuncStats, Hist, Snapshot, MAX_ARGS, MAX_STRINGS,
+    MAX_STRING_SIZE,
+};
 pub use listings::ListingError;
 pub use notes::{Detail, Hint, Hints, Notes};
 pub use pattern::{Pattern, PatternError, Scope};
@@ -125,6 +134,19 @@ pub enum Error {
     /// express, more functions than the maps can index.
     #[error("{0}")]
     Options(&'static str),
+    /// Per-call events ([`TraceOptions::capture`]) asked for on more
+    /// functions than [`MAX_CAPTURED_FUNCTIONS`].
+    #[error(
+        "per-call events on {functions} functions: at most {cap} (a set this large sends \
+         events faster than they can be read); narrow the patterns, or count the calls \
+         without per-call events"
+    )]
+    TooManyToCapture {
+        /// Functions selected.
+        functions: usize,
+        /// The most that capture.
+        cap: usize,
+    },
     /// What cannot happen did: the embedded BPF object lacks a map or a
     /// section the library expects, a worker thread panicked.
     #[error("{0}")]
@@ -192,6 +214,14 @@ impl<T, E: IntoIo> Step<T> for Result<T, E> {
 /// Bit in the attach cookie: this function emits per-call events (trace.h).
 const COOKIE_CAPTURE: u64 = 1 << 32;
 
+/// The most functions whose every call is sent as events
+/// ([`TraceOptions::capture`]): a larger set (a glob over a subsystem)
+/// sends events faster than they can be read and printed.
+pub const MAX_CAPTURED_FUNCTIONS: usize = 256;
+/// Bytes read of each string argument by default
+/// ([`TraceOptions::string_size`]), the NUL included.
+pub const DEFAULT_STRING_SIZE: usize = 64;
+
 /// What to trace and how.
 #[derive(Clone, Debug, Default)]
 pub struct TraceOptions {
@@ -203,8 +233,15 @@ pub struct TraceOptions {
     pub engine: Option<EngineKind>,
     /// Measure each call's latency (histograms per function).
     pub latency: bool,
-    /// Arguments and return values of the functions named exactly.
+    /// Every call's arguments (all of them, up to 12 slots: stack-passed
+    /// ones too) and return value, as events: on at most
+    /// [`MAX_CAPTURED_FUNCTIONS`] functions.
     pub capture: bool,
+    /// With `capture`: the bound of each string read from a `char *`
+    /// argument, in bytes with the NUL (1 to [`MAX_STRING_SIZE`], rounded
+    /// up to a multiple of 8; `None`: [`DEFAULT_STRING_SIZE`]). At most
+    /// [`MAX_STRINGS`] strings per call are read.
+    pub string_size: Option<usize>,
     /// Count kernel stacks per call site.
     pub kstack: bool,
     /// Count user stacks per call site.
@@ -285,6 +322,14 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
             "a filter does not apply to error injection (it chooses calls by chance and count)",
         ));
     }
+    if opts
+        .string_size
+        .is_some_and(|n| n == 0 || n > MAX_STRING_SIZE)
+    {
+        return Err(Error::Options(
+            "the bound of a captured string is 1 to 1024 bytes",
+        ));
+    }
     // One vmlinux BTF parse for the engine probes and the selection, with
     // the listings globs need read meanwhile.
     let t0 = Instant::now();
@@ -325,6 +370,9 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
             return Err(SelectError::AllDropped { dropped }.into());
         }
     }
+    if opts.capture {
+        check_capture(selection.funcs.len())?;
+    }
     // Names resolve per function: nothing is loaded before they do.
     let filter = opts
         .filter
@@ -340,6 +388,32 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
         select_time: btf_time + t1.elapsed(),
         filter,
     })
+}
+
+/// Whether per-call events ([`TraceOptions::capture`]) can be sent for a
+/// set of `functions` functions: [`Error::TooManyToCapture`] above
+/// [`MAX_CAPTURED_FUNCTIONS`]. [`plan`] checks it on the selection.
+pub fn check_capture(functions: usize) -> Result<(), Error> {
+    if functions > MAX_CAPTURED_FUNCTIONS {
+        return Err(Error::TooManyToCapture {
+            functions,
+            cap: MAX_CAPTURED_FUNCTIONS,
+        });
+    }
+    Ok(())
+}
+
+/// Bytes of each string buffer of an entry event: the bound, rounded up
+/// to a multiple of 8 (0 when no function has a string argument).
+fn string_buffer(opts: &TraceOptions, funcs: &[Func]) -> u32 {
+    if !opts.capture || !funcs.iter().any(|f| events::has_strings(&f.proto)) {
+        return 0;
+    }
+    let n = opts
+        .string_size
+        .unwrap_or(DEFAULT_STRING_SIZE)
+        .clamp(1, MAX_STRING_SIZE);
+    n.next_multiple_of(8) as u32
 }
 
 /// Attached and counting.
@@ -392,11 +466,13 @@ impl Plan {
             filter,
         } = self;
         let n = selection.funcs.len();
-        let capture = opts.capture && selection.funcs.iter().any(|f| f.exact);
+        let capture = opts.capture;
+        let kprobe = kind == EngineKind::KprobeMulti;
         let cfg = ObjectConfig {
             nr_funcs: n,
             latency: opts.latency,
             capture,
+            str_size: string_buffer(&opts, &selection.funcs),
             kstack: opts.kstack,
             ustack: opts.ustack,
             pair_entry_exit: exit == ExitSide::Pair,
@@ -415,8 +491,8 @@ impl Plan {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let capture = if capture && f.exact {
-                    COOKIE_CAPTURE
+                let capture = if capture {
+                    COOKIE_CAPTURE | events::capture_bits(&f.proto, kprobe)
                 } else {
                     0
                 };
@@ -527,7 +603,7 @@ impl Tracer {
         mut on_event: impl FnMut(events::Event) + 'a,
         mut on_chain: impl FnMut(errors::ChainRecord) + 'a,
     ) -> Result<Option<libbpf_rs::RingBuffer<'a>>, Error> {
-        let capture = self.opts.capture && self.selection.funcs.iter().any(|f| f.exact);
+        let capture = self.opts.capture;
         if !capture && !self.opts.errors {
             return Ok(None);
         }
@@ -535,8 +611,15 @@ impl Tracer {
         let events_map;
         if capture {
             events_map = self.obj.map("events")?;
+            let funcs = &self.selection.funcs;
+            let kprobe = self.engine == EngineKind::KprobeMulti;
             b.add(&events_map, move |data: &[u8]| {
-                if let Some(e) = events::Event::parse(data) {
+                if let Some(mut e) = events::Event::parse(data) {
+                    // A kprobe program's registers and stack, in the prototype's order.
+                    let entry = e.kind == EventKind::Entry;
+                    if let (true, true, Some(f)) = (kprobe, entry, funcs.get(e.func)) {
+                        e.to_declared_order(&f.proto);
+                    }
                     on_event(e);
                 }
                 0
@@ -582,5 +665,152 @@ impl Tracer {
         self.misses_at_detach = Some(self.recursion_misses());
         self.backend.detach(progress);
         t0.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libbpf_rs::libbpf_sys;
+    use program::Entry;
+
+    #[test]
+    fn capture_has_a_cap_that_names_both_numbers() {
+        assert!(check_capture(MAX_CAPTURED_FUNCTIONS).is_ok());
+        let e = check_capture(MAX_CAPTURED_FUNCTIONS + 1).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::TooManyToCapture {
+                functions: 257,
+                cap: 256
+            }
+        ));
+        assert!(
+            e.to_string()
+                .starts_with("per-call events on 257 functions: at most 256"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn string_buffers_round_up_and_only_where_needed() {
+        let f = |format| {
+            let s = Param {
+                name: "s".into(),
+                kind: ValueKind::Pointer,
+                slots: 1,
+                format,
+            };
+            Func::test("f", vec![s], ValueKind::Void)
+        };
+        let with = [f(Format::Plain), f(Format::Str { user: false })];
+        let opts = |size| TraceOptions {
+            capture: true,
+            string_size: size,
+            ..Default::default()
+        };
+        assert_eq!(string_buffer(&opts(None), &with), 64);
+        assert_eq!(string_buffer(&opts(Some(1)), &with), 8);
+        assert_eq!(string_buffer(&opts(Some(100)), &with), 104);
+        assert_eq!(string_buffer(&opts(Some(1024)), &with), 1024);
+        // No string argument, or no capture: no room for strings.
+        assert_eq!(string_buffer(&opts(None), &with[..1]), 0);
+        let off = TraceOptions::default();
+        assert_eq!(string_buffer(&off, &with), 0);
+    }
+
+    /// The kernel's ENOTSUPP (not in libc: kernel-internal, yet returned).
+    const ENOTSUPP: i32 = 524;
+
+    fn refused_here(errno: Option<i32>) -> bool {
+        matches!(
+            errno,
+            Some(libc::EPERM | libc::ENOSYS | libc::EOPNOTSUPP | ENOTSUPP)
+        )
+    }
+
+    /// Loads `entry` with `cfg` through the running kernel's verifier:
+    /// `Ok(false)` when this kernel refuses us such a program at all.
+    fn verify(cfg: &ObjectConfig, entry: Entry, attach: u32, btf_id: u32) -> Result<bool, String> {
+        let obj = match TraceObject::load(cfg, &[entry]) {
+            Ok(o) => o,
+            Err(Error::Kernel { source, .. }) if refused_here(source.raw_os_error()) => {
+                return Ok(false)
+            }
+            Err(e) => return Err(crate::error_text(&e)),
+        };
+        match obj.load_prog(entry, attach, None, btf_id) {
+            Ok(_) => Ok(true),
+            Err(e) if refused_here(e.errno()) => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Per-call events with every argument slot and strings of every bound
+    /// (none, the smallest, the default, the largest), alone and with a
+    /// latency or an exit filter: the kprobe programs go through the
+    /// running kernel's verifier, and the trampoline ones where this
+    /// kernel loads them (these hosts refuse trampolines: the guest checks
+    /// load them). Skipped, saying so, where the kernel loads nothing for us.
+    #[test]
+    fn capturing_programs_pass_the_verifier() {
+        let exit_filter = filter::Filter::parse("ret < 0").unwrap();
+        let exit_code = exit_filter
+            .compile(&[Func::test("f", vec![], ValueKind::Signed(32))], true)
+            .unwrap()
+            .code();
+        let vfs_read = {
+            let kb = crate::features::KernelBtf::load();
+            btf::KernelBtfs::borrow_vmlinux(&kb)
+                .ok()
+                .and_then(|b| b.vmlinux().find_func("vfs_read"))
+        };
+        let mut loaded = 0;
+        let mut tramp = 0;
+        for str_size in [0u32, 8, 64, 1024] {
+            for (latency, filter) in [(false, None), (true, None), (false, Some(&exit_code))] {
+                let cfg = ObjectConfig {
+                    nr_funcs: 3,
+                    latency,
+                    capture: true,
+                    str_size,
+                    filter: filter.cloned(),
+                    ..Default::default()
+                };
+                let what = format!("strings of {str_size}, latency {latency}, filter {filter:?}");
+                let kprobes = [
+                    (Entry::KprobeEntry, libbpf_sys::BPF_TRACE_KPROBE_MULTI),
+                    (Entry::KprobeSession, libbpf_sys::BPF_TRACE_KPROBE_SESSION),
+                ];
+                for (entry, attach) in kprobes {
+                    match verify(&cfg, entry, attach, 0) {
+                        Ok(true) => loaded += 1,
+                        Ok(false) => {
+                            eprintln!("skipped: this kernel loads no kprobe program for us");
+                            return;
+                        }
+                        Err(e) => panic!("{entry:?}, {what}: the verifier said {e}"),
+                    }
+                }
+                let Some(id) = vfs_read else { continue };
+                let cfg = ObjectConfig {
+                    pair_entry_exit: true,
+                    ..cfg
+                };
+                let tramps = [
+                    (Entry::Fentry, libbpf_sys::BPF_TRACE_FENTRY),
+                    (Entry::Fexit, libbpf_sys::BPF_TRACE_FEXIT),
+                ];
+                for (entry, attach) in tramps {
+                    match verify(&cfg, entry, attach, id) {
+                        Ok(true) => tramp += 1,
+                        Ok(false) => {}
+                        Err(e) => panic!("{entry:?}, {what}: the verifier said {e}"),
+                    }
+                }
+            }
+        }
+        assert_eq!(loaded, 4 * 3 * 2);
+        println!("trampoline programs verified on this kernel: {tramp} of 24");
     }
 }

@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::btf::ValueKind;
-use super::errors::{ErrorChain, ErrorTotals, RetValue, MAX_DEPTH};
+use super::btf::{ArgPlace, Format, Param, Proto, ValueKind};
+use super::errors::{errno_name, ErrorChain, ErrorTotals, RetValue, MAX_DEPTH};
 use super::events::{Event, EventKind, FuncStats};
 use super::select::Func;
 
@@ -221,31 +221,147 @@ fn fmt_value(v: u64, kind: ValueKind) -> String {
     }
 }
 
-/// `name=value` for the register arguments the prototype has.
+/// The errno an `ERR_PTR` or a negative return carries (-4095..-1), as
+/// `-ENAME` (or `-N` when the number has no name).
+fn minus_errno(v: i64) -> Option<String> {
+    (-4095..0).contains(&v).then(|| {
+        let e = -v as i32;
+        errno_name(e).map_or_else(|| format!("-{e}"), |n| format!("-{n}"))
+    })
+}
+
+/// A pointer: `NULL`, `ERR_PTR(-EINVAL)`, or hex (with the kernel symbol
+/// it points at, when the session found one).
+fn fmt_pointer(v: u64, symbol: Option<&String>) -> String {
+    if v == 0 {
+        return "NULL".into();
+    }
+    if let Some(e) = minus_errno(v as i64) {
+        return format!("ERR_PTR({e})");
+    }
+    match symbol {
+        Some(s) => format!("{v:#x} <{s}>"),
+        None => format!("{v:#x}"),
+    }
+}
+
+/// Bytes of a string as a quoted literal: printable ASCII as it is, `"`
+/// and `\` escaped, other bytes as `\n`, `\t`, `\r` or `\xNN`.
+pub fn quote(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() + 2);
+    s.push('"');
+    for &b in bytes {
+        match b {
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            b'\n' => s.push_str("\\n"),
+            b'\t' => s.push_str("\\t"),
+            b'\r' => s.push_str("\\r"),
+            0x20..=0x7e => s.push(char::from(b)),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// One argument as its BTF type says: integers with their sign and size,
+/// enums by name, bools, pointers in hex (NULL, `ERR_PTR`, the kernel
+/// symbol they point at), function pointers by symbol, `char *` as the
+/// string the program read (`"..."...` when it filled the bound), a struct
+/// passed by value as its slots; `?` for slots the event lacks.
+fn fmt_arg(e: &Event, p: &Param, at: ArgPlace) -> String {
+    let slot = |k: usize| e.args.get(at.slot + k).copied();
+    let Some(v) = slot(0) else {
+        return "?".into();
+    };
+    if at.slots > 1 || p.kind == ValueKind::Aggregate {
+        let parts: Vec<String> = (0..usize::from(at.slots))
+            .map(|k| slot(k).map_or("?".into(), |v| format!("{v:#x}")))
+            .collect();
+        return format!("{{{}}}", parts.join(", "));
+    }
+    let symbol = e.symbols.get(&at.slot);
+    match &p.format {
+        Format::Str { .. } => match e.strings.iter().find(|s| s.slot == at.slot) {
+            Some(s) if s.error.is_some() && v != 0 => {
+                let err = s.error.map_or(String::new(), |n| {
+                    errno_name(n).map_or_else(|| n.to_string(), str::to_string)
+                });
+                format!("{v:#x} (unreadable: {err})")
+            }
+            Some(s) if v != 0 => {
+                let dots = if s.truncated { "..." } else { "" };
+                format!("{}{dots}", quote(&s.bytes))
+            }
+            // NULL, or a string past the ones a call carries.
+            _ => fmt_pointer(v, symbol),
+        },
+        Format::Enum(en) => en
+            .name_of(v)
+            .map_or_else(|| fmt_value(v, p.kind), str::to_string),
+        Format::FuncPtr if v != 0 => symbol.cloned().unwrap_or_else(|| format!("{v:#x}")),
+        _ if p.kind == ValueKind::Pointer => fmt_pointer(v, symbol),
+        _ => match symbol {
+            Some(s) => format!("{v:#x} <{s}>"),
+            None => fmt_value(v, p.kind),
+        },
+    }
+}
+
+/// `name=value` for every argument of the prototype (those the event has:
+/// all of them, stack-passed ones too).
 pub(crate) fn args_text(e: &Event, f: &Func) -> Vec<(String, String)> {
+    let places = f.proto.arg_places(false);
     f.proto
         .params
         .iter()
-        .take(e.args.len())
+        .zip(places)
         .enumerate()
-        .map(|(i, p)| {
+        .map(|(i, (p, at))| {
             let name = if p.name.is_empty() {
                 format!("arg{i}")
             } else {
                 p.name.clone()
             };
-            (name, fmt_value(e.args[i], p.kind))
+            (name, fmt_arg(e, p, at))
         })
         .collect()
 }
 
-/// An exit event's return value as its type has it (`None`: `void`).
-pub(crate) fn ret_text(e: &Event, f: &Func) -> Option<String> {
-    (f.proto.ret != ValueKind::Void).then(|| fmt_value(e.ret, f.proto.ret))
+/// A return value as its BTF type says, and the error it carries: `-2`
+/// and `ENOENT` for a function returning a signed integer, `ERR_PTR(-EINVAL)`
+/// and `EINVAL` or `NULL` for one returning a pointer, an enum's name.
+pub fn ret_text(ret: u64, proto: &Proto) -> (String, Option<&'static str>) {
+    let errno = |v: i64| {
+        (-4095..0)
+            .contains(&v)
+            .then(|| errno_name(-v as i32))
+            .flatten()
+    };
+    match (&proto.ret_format, proto.ret) {
+        (_, ValueKind::Void) => ("void".into(), None),
+        (Format::Enum(en), k) => (
+            en.name_of(ret)
+                .map_or_else(|| fmt_value(ret, k), str::to_string),
+            None,
+        ),
+        (_, ValueKind::Pointer) => (fmt_pointer(ret, None), errno(ret as i64)),
+        (_, k @ ValueKind::Signed(bits)) => {
+            let v = if bits <= 32 {
+                i64::from(ret as u32 as i32)
+            } else {
+                ret as i64
+            };
+            (fmt_value(ret, k), errno(v))
+        }
+        (_, k) => (fmt_value(ret, k), None),
+    }
 }
 
-/// `12:00:01.123456 cat[42/42] → vfs_read(file=0x..., count=4096)` or
-/// `... ← vfs_read = 4096 (3.2us)`.
+/// `cat[42/42] -> vfs_read(file=0x..., count=4096)` or
+/// `... <- vfs_read = 4096 (3.2us)`; a return that carries an errno is
+/// `= -2 ENOENT`.
 pub fn event_line(e: &Event, f: &Func) -> String {
     let who = format!("{}[{}/{}]", e.comm, e.tgid, e.tid);
     match e.kind {
@@ -257,7 +373,10 @@ pub fn event_line(e: &Event, f: &Func) -> String {
             format!("{who} -> {}({})", f.display_name(), args.join(", "))
         }
         EventKind::Exit => {
-            let ret = ret_text(e, f).unwrap_or_else(|| "void".into());
+            let ret = match ret_text(e.ret, &f.proto) {
+                (v, Some(err)) if f.proto.ret != ValueKind::Pointer => format!("{v} {err}"),
+                (v, _) => v,
+            };
             let d = if e.duration_ns > 0 {
                 format!(" ({})", fmt_ns(e.duration_ns))
             } else {
@@ -268,7 +387,9 @@ pub fn event_line(e: &Event, f: &Func) -> String {
     }
 }
 
-/// `{"type":"event", ...}`: one call with `--json`.
+/// `{"type":"event", ...}`: one call with `--json`. Arguments are an
+/// object of their names and their text as [`event_line`] prints it; the
+/// return value likewise, with `error` when it carries an errno.
 pub fn event_json(e: &Event, f: &Func) -> Value {
     let mut v = json!({
         "type": "event",
@@ -288,7 +409,11 @@ pub fn event_json(e: &Event, f: &Func) -> Value {
             v["args"] = Value::Object(args);
         }
         EventKind::Exit => {
-            v["ret"] = json!(fmt_value(e.ret, f.proto.ret));
+            let (ret, error) = ret_text(e.ret, &f.proto);
+            v["ret"] = json!(ret);
+            if let Some(err) = error {
+                v["error"] = json!(err);
+            }
             v["duration_ns"] = json!(e.duration_ns);
         }
     }
@@ -411,6 +536,23 @@ mod tests {
         );
     }
 
+    /// An event of `cat[5/6]`, with nothing but its kind and arguments.
+    fn event(kind: EventKind, args: Vec<u64>) -> Event {
+        Event {
+            ts_ns: 1,
+            func: 0,
+            kind,
+            args,
+            strings: vec![],
+            symbols: Default::default(),
+            ret: 0,
+            duration_ns: 0,
+            tgid: 5,
+            tid: 6,
+            comm: "cat".into(),
+        }
+    }
+
     fn func() -> Func {
         Func {
             scope: Scope::Vmlinux,
@@ -422,14 +564,17 @@ mod tests {
                         name: "file".into(),
                         kind: ValueKind::Pointer,
                         slots: 1,
+                        format: Default::default(),
                     },
                     Param {
                         name: "count".into(),
                         kind: ValueKind::Unsigned(64),
                         slots: 1,
+                        format: Default::default(),
                     },
                 ],
                 ret: ValueKind::Signed(64),
+                ret_format: Default::default(),
             },
             exact: true,
             addr: None,
@@ -438,17 +583,7 @@ mod tests {
 
     #[test]
     fn event_lines_name_arguments() {
-        let mut e = Event {
-            ts_ns: 1,
-            func: 0,
-            kind: EventKind::Entry,
-            args: [0x1000, 4096, 9, 9, 9, 9],
-            ret: 0,
-            duration_ns: 0,
-            tgid: 5,
-            tid: 6,
-            comm: "cat".into(),
-        };
+        let mut e = event(EventKind::Entry, vec![0x1000, 4096, 9, 9, 9, 9]);
         assert_eq!(
             event_line(&e, &func()),
             "cat[5/6] -> vfs_read(file=0x1000, count=4096)"
@@ -458,10 +593,147 @@ mod tests {
         e.duration_ns = 3_400;
         assert_eq!(
             event_line(&e, &func()),
-            "cat[5/6] <- vfs_read = -14 (3.4us)"
+            "cat[5/6] <- vfs_read = -14 EFAULT (3.4us)"
         );
         let j = event_json(&e, &func());
-        assert_eq!(j["ret"], "-14");
+        assert_eq!((&j["ret"], &j["error"]), (&json!("-14"), &json!("EFAULT")));
+    }
+
+    fn param(name: &str, kind: ValueKind, format: Format) -> Param {
+        Param {
+            name: name.into(),
+            kind,
+            slots: if kind == ValueKind::Aggregate { 2 } else { 1 },
+            format,
+        }
+    }
+
+    /// A function of eleven arguments (twelve slots, six on the stack):
+    /// each kind of argument the printer tells apart.
+    fn every_kind() -> Func {
+        use crate::trace::btf::Enumerators;
+        use std::sync::Arc;
+        let mode = Format::Enum(Arc::new(Enumerators {
+            size: 4,
+            signed: true,
+            values: vec![(1, "MODE_A".into()), (-2, "MODE_B".into())],
+        }));
+        let mut f = func();
+        f.name = "every_kind".into();
+        f.proto = Proto {
+            params: vec![
+                param("a", ValueKind::Signed(32), Format::Plain),
+                param("u", ValueKind::Pointer, Format::Str { user: true }),
+                param("k", ValueKind::Pointer, Format::Str { user: false }),
+                param("m", ValueKind::Enum, mode.clone()),
+                param("cb", ValueKind::Pointer, Format::FuncPtr),
+                param("flag", ValueKind::Bool, Format::Plain),
+                param("byval", ValueKind::Aggregate, Format::Plain),
+                param("s", ValueKind::Signed(16), Format::Plain),
+                param("b", ValueKind::Unsigned(8), Format::Plain),
+                param("none", ValueKind::Pointer, Format::Str { user: false }),
+                param("ip", ValueKind::Unsigned(64), Format::Plain),
+            ],
+            ret: ValueKind::Signed(32),
+            ret_format: Format::Plain,
+        };
+        f
+    }
+
+    #[test]
+    fn arguments_print_as_their_types_say() {
+        use crate::trace::events::EventString;
+        let f = every_kind();
+        let mut e = event(
+            EventKind::Entry,
+            vec![
+                0xdead_beef_ffff_ffff, // int -1, upper half left by the caller
+                0x7ffc_0000_1000,
+                0xffff_8880_0000_2000,
+                0xffff_fffe,
+                0xffff_ffff_8100_0000,
+                1,
+                0x11,
+                0x22,
+                0xfff9,
+                0x1_00c8,
+                0,
+                0xffff_ffff_8100_0042,
+            ],
+        );
+        e.strings = vec![
+            EventString {
+                slot: 1,
+                bytes: b"/etc/passwd".to_vec(),
+                user: true,
+                ..Default::default()
+            },
+            EventString {
+                slot: 2,
+                bytes: b"a\"b\\c\n\x01".to_vec(),
+                truncated: true,
+                ..Default::default()
+            },
+        ];
+        e.symbols = [(4, "vfs_read+0x0".into()), (11, "vfs_write+0x42".into())]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            event_line(&e, &f),
+            "cat[5/6] -> every_kind(a=-1, u=\"/etc/passwd\", k=\"a\\\"b\\\\c\\n\\x01\"..., \
+             m=MODE_B, cb=vfs_read+0x0, flag=true, byval={0x11, 0x22}, s=-7, b=200, \
+             none=NULL, ip=0xffffffff81000042 <vfs_write+0x42>)"
+        );
+        let j = event_json(&e, &f);
+        assert_eq!(j["args"]["u"], "\"/etc/passwd\"");
+        assert_eq!(j["args"]["m"], "MODE_B");
+        // Unknown enumerator, unreadable string, a pointer with no symbol,
+        // and an event that lacks the last slots (a kprobe past its stack).
+        e.args[3] = 7;
+        e.strings[1] = EventString {
+            slot: 2,
+            error: Some(14),
+            ..Default::default()
+        };
+        e.symbols.clear();
+        e.args.truncate(11);
+        let line = event_line(&e, &f);
+        assert!(
+            line.contains("k=0xffff888000002000 (unreadable: EFAULT), m=7, cb=0xffffffff81000000,")
+                && line.ends_with(", none=NULL, ip=?)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn return_values_carry_their_errors() {
+        let mut f = func();
+        let ret = |f: &Func, v: i64| ret_text(v as u64, &f.proto);
+        assert_eq!(ret(&f, -2), ("-2".into(), Some("ENOENT")));
+        assert_eq!(ret(&f, 4096), ("4096".into(), None));
+        assert_eq!(ret(&f, -5000), ("-5000".into(), None));
+        // An int: the upper half of the register is not the function's.
+        f.proto.ret = ValueKind::Signed(32);
+        assert_eq!(ret(&f, 0x1_ffff_ffea), ("-22".into(), Some("EINVAL")));
+        f.proto.ret = ValueKind::Pointer;
+        assert_eq!(ret(&f, -22), ("ERR_PTR(-EINVAL)".into(), Some("EINVAL")));
+        assert_eq!(ret(&f, 0), ("NULL".into(), None));
+        assert_eq!(
+            ret(&f, 0xffff_8880_1234_0000u64 as i64).0,
+            "0xffff888012340000"
+        );
+        f.proto.ret = ValueKind::Unsigned(64);
+        assert_eq!(ret(&f, -2), ((u64::MAX - 1).to_string(), None));
+        f.proto.ret = ValueKind::Void;
+        assert_eq!(ret(&f, 3), ("void".into(), None));
+        f.proto.ret = ValueKind::Pointer;
+        let mut e = event(EventKind::Exit, vec![]);
+        e.ret = -12i64 as u64;
+        assert_eq!(
+            event_line(&e, &f),
+            "cat[5/6] <- vfs_read = ERR_PTR(-ENOMEM)"
+        );
+        assert_eq!(event_json(&e, &f)["error"], "ENOMEM");
     }
 
     #[test]

@@ -93,6 +93,9 @@ pub struct ObjectConfig {
     pub latency: bool,
     /// Any function captures per-call events.
     pub capture: bool,
+    /// Bytes of each string an entry event carries (a multiple of 8; 0:
+    /// no captured function has a string argument).
+    pub str_size: u32,
     pub kstack: bool,
     pub ustack: bool,
     /// Entry and exit are separate programs (per-thread call stacks needed).
@@ -425,6 +428,7 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> Resu
     ro.pair_entry_exit = cfg.pair_entry_exit;
     ro.want_errors = cfg.errors;
     ro.want_graph = cfg.graph;
+    ro.event_str_size = cfg.str_size;
     if let Some(i) = &cfg.inject {
         ro.inject_ret = -i64::from(i.errno);
         ro.inject_chance = i.chance();

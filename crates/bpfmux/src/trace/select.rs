@@ -70,11 +70,34 @@ pub struct Func {
     pub btf_id: u32,
     /// Its prototype, for arguments and the return value.
     pub proto: Proto,
-    /// Named exactly on the command line (arguments can be captured).
+    /// Named exactly on the command line (a warning when it is dropped).
     pub exact: bool,
     /// Symbol address from kallsyms, checked against the ftrace call site
     /// (glob matches only; exact names go to the kernel by name).
     pub addr: Option<u64>,
+}
+
+#[cfg(test)]
+impl Func {
+    /// A vmlinux function named exactly, of `params` returning `ret`.
+    pub(crate) fn test(
+        name: &str,
+        params: Vec<super::btf::Param>,
+        ret: super::btf::ValueKind,
+    ) -> Func {
+        Func {
+            scope: Scope::Vmlinux,
+            name: name.into(),
+            btf_id: 1,
+            proto: Proto {
+                params,
+                ret,
+                ret_format: Default::default(),
+            },
+            exact: true,
+            addr: None,
+        }
+    }
 }
 
 impl Func {
@@ -611,9 +634,11 @@ mod tests {
                     name: format!("a{i}"),
                     kind: ValueKind::Unsigned(64),
                     slots: 1,
+                    format: Default::default(),
                 })
                 .collect(),
             ret: ValueKind::Signed(32),
+            ret_format: Default::default(),
         }
     }
 
@@ -707,6 +732,7 @@ mod tests {
                 name: "optval".into(),
                 kind: ValueKind::Aggregate,
                 slots: 2,
+                format: Default::default(),
             },
         );
         p

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use super::errors::{ChainRecord, ErrorTally, Resolver, RetClass};
-use super::events::{self, Event, FuncStats};
+use super::events::{self, Event, EventKind, FuncStats};
 use super::graph;
 use super::output;
 use super::report::{Interval, Report};
@@ -67,7 +67,8 @@ pub struct Session {
     /// The stack counts, read once after the detach.
     read_stacks: Option<events::Stacks>,
     /// The kernel symbol table (`None` inside: it could not be read),
-    /// loaded once for the summary's stacks and [`Session::stacks`].
+    /// loaded once: at the first event that has a kernel address among its
+    /// arguments, or for the summary's stacks and [`Session::stacks`].
     ksyms: Option<Option<KernelSymbolizer>>,
 }
 
@@ -119,13 +120,20 @@ impl Session {
         let mut resolver = Resolver::default();
         let tally = &mut self.errors;
         let ustacks = &mut self.ustacks;
+        let ksyms = &mut self.ksyms;
         let nulls = t.opts.null_returns;
         let class = |i: usize| funcs.get(i).map(|f| RetClass::of(f.proto.ret));
         // What came since the last turn; then the user stacks counted since.
         let mut deliver = |report: &mut dyn Report, last: bool| -> Result<(), Error> {
             ustacks.new_round();
-            for e in pending.borrow_mut().drain(..) {
+            for mut e in pending.borrow_mut().drain(..) {
                 if let Some(f) = funcs.get(e.func) {
+                    if e.kind == EventKind::Entry && e.args.iter().any(|&a| (a as i64) < -4095) {
+                        let k = ksyms.get_or_insert_with(|| KernelSymbolizer::load().ok());
+                        if let Some(k) = k {
+                            events::name_symbols(&mut e, &f.proto, k);
+                        }
+                    }
                     events += 1;
                     report.event(&e, f).map_err(Error::Report)?;
                 }

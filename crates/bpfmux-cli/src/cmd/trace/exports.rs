@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 use bpfmux::trace::export::{self, chrome::ChromeTrace, Profile};
-use bpfmux::trace::{self, Plan, Report, Session, Stack, Summary, Tee};
+use bpfmux::trace::{self, Report, Session, Stack, Summary, Tee};
 
 /// The options, as `bpfmux trace` takes them.
 #[derive(clap::Args, Default)]
@@ -30,8 +30,9 @@ pub struct ExportArgs {
     #[arg(long, value_name = "FILE")]
     pprof: Option<PathBuf>,
     /// Write a Chrome trace-event timeline to FILE (Perfetto UI,
-    /// chrome://tracing): a slice per call of the functions named exactly,
-    /// from per-call events (turned on as with --args, printed only with it).
+    /// chrome://tracing): a slice per call, with its arguments and return
+    /// value as --args prints them, from per-call events (turned on as with
+    /// --args, on at most 256 functions; printed only with --args).
     #[arg(long, value_name = "FILE")]
     chrome_trace: Option<PathBuf>,
 }
@@ -168,16 +169,14 @@ impl Exports {
         self.chrome.is_some()
     }
 
-    /// Before attaching: a timeline needs a function named exactly (only
-    /// those send per-call events).
-    pub fn check(&self, plan: &Plan) -> anyhow::Result<()> {
-        if self.chrome.is_some() && !plan.selection.funcs.iter().any(|f| f.exact) {
-            bail!(
-                "--chrome-trace: the timeline is made of per-call events, which only functions \
-                 named exactly send (not those a glob selects); name at least one"
-            );
+    /// The option that turned per-call events on, which an error about
+    /// them names: `--chrome-trace` when only the timeline wants them.
+    pub fn events_option(&self) -> &'static str {
+        if self.chrome.is_some() && !self.print_events {
+            "--chrome-trace"
+        } else {
+            "--args"
         }
-        Ok(())
     }
 
     /// The report a run tells: `main`, and the timeline when there is one
@@ -322,6 +321,10 @@ mod tests {
         let e = args(None, t.to_str()).open(false, false, false).unwrap();
         assert!(!e.takes_stdout() && e.wants_events());
         assert!(t.exists(), "created before anything runs");
+        // The cap on per-call events is said under the option that wants them.
+        assert_eq!(e.events_option(), "--chrome-trace");
+        let e = args(None, t.to_str()).open(false, false, true).unwrap();
+        assert_eq!(e.events_option(), "--args");
         let _ = std::fs::remove_file(&t);
     }
 
@@ -383,6 +386,7 @@ mod tests {
             proto: Proto {
                 params: vec![],
                 ret: trace::ValueKind::Signed(64),
+                ret_format: Default::default(),
             },
             exact: true,
             addr: None,
@@ -391,7 +395,9 @@ mod tests {
             ts_ns,
             func: 0,
             kind,
-            args: [0; 6],
+            args: vec![],
+            strings: vec![],
+            symbols: Default::default(),
             ret: 0,
             duration_ns,
             tgid: 7,

@@ -13,6 +13,18 @@
 //! The automatic choice takes the first one the running kernel accepts, by
 //! probing it (never by version).
 //!
+//! Arguments of per-call events ([`crate::trace::TraceOptions::capture`]):
+//!
+//! | engine | at the entry | at the exit (a filter on the return value) |
+//! |---|---|---|
+//! | `global`, `tracing-multi`, `fentry-each` | every argument slot the trampoline saved (`bpf_get_func_arg`, up to 12: the 7th and later, passed on the stack, too) | the same |
+//! | `kprobe-multi` | the six argument registers, then six 8-byte slots read from the stack above the return address (`pt_regs->sp + 8`, `bpf_probe_read_kernel`) | none (kprobe.session's exit has no arguments) |
+//!
+//! Every engine reads the strings of up to two `char *` arguments at the
+//! entry (`bpf_probe_read_user_str` for a pointer below the kernel half of
+//! the address space, `bpf_probe_read_kernel_str` above it), each up to
+//! [`crate::trace::TraceOptions::string_size`] bytes.
+//!
 //! Attaching is cancellable ([`Control::cancel`], set by a signal handler):
 //! engines look at the flag before every link or program, and an
 //! interrupted attach returns [`AttachError::Interrupted`] with nothing

@@ -9,13 +9,18 @@
 //! entry came before the programs were attached, or its call stack frame
 //! was not kept) cannot be placed: it is counted in
 //! [`ChromeTrace::unplaced`], not drawn. Arguments come from the call's
-//! entry event, matched on the same thread.
+//! entry event, matched on the same thread; they and the return value are
+//! the text `--args` prints ([`output::event_json`]: by their BTF types,
+//! strings quoted, enums and symbols by name), with `error` when the
+//! return value carries an errno.
 //!
 //! ```text
 //! {"displayTimeUnit":"ns","traceEvents":[
 //! {"args":{"name":"trigger"},"name":"thread_name","ph":"M","pid":91,"tid":91},
 //! {"args":{"regs":"0xffffc90000...","return":"0"},"cat":"call","dur":3.456,
 //!  "name":"__x64_sys_getpgid","ph":"X","pid":91,"tid":91,"ts":1234567.89},
+//! {"args":{"dfd":"-100","error":"ENOENT","filename":"\"/etc/nonexistent\"",
+//!  "how":"0xffffc90000...","return":"-2"},"cat":"call","dur":5.1,"name":"do_sys_openat2",...},
 //! ...
 //! ]}
 //! ```
@@ -30,6 +35,7 @@ use std::io::{self, Write};
 
 use serde_json::{json, Map, Value};
 
+use super::super::btf::ValueKind;
 use super::super::errors::ErrorChain;
 use super::super::events::{Event, EventKind};
 use super::super::output;
@@ -167,8 +173,12 @@ impl<W: Write> Report for ChromeTrace<W> {
                     self.unplaced += 1;
                     return Ok(());
                 }
-                if let Some(ret) = output::ret_text(e, f) {
+                if f.proto.ret != ValueKind::Void {
+                    let (ret, error) = output::ret_text(e.ret, &f.proto);
                     args.insert("return".into(), Value::String(ret));
+                    if let Some(error) = error {
+                        args.insert("error".into(), error.into());
+                    }
                 }
                 self.name(e)?;
                 let us = |ns: u64| ns as f64 / 1e3;
@@ -204,33 +214,47 @@ impl<W: Write> Report for ChromeTrace<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::btf::{Param, Proto, ValueKind};
-    use crate::trace::pattern::Scope;
+    use crate::trace::btf::{Format, Param};
+    use crate::trace::events::EventString;
 
+    /// `long name(int pid, const char *path)`.
     fn func(name: &str) -> Func {
-        Func {
-            scope: Scope::Vmlinux,
+        let param = |name: &str, kind, format| Param {
             name: name.into(),
-            btf_id: 1,
-            proto: Proto {
-                params: vec![Param {
-                    name: "pid".into(),
-                    kind: ValueKind::Signed(32),
-                    slots: 1,
-                }],
-                ret: ValueKind::Signed(64),
-            },
-            exact: true,
-            addr: None,
-        }
+            kind,
+            slots: 1,
+            format,
+        };
+        let params = vec![
+            param("pid", ValueKind::Signed(32), Format::Plain),
+            param("path", ValueKind::Pointer, Format::Str { user: true }),
+        ];
+        Func::test(name, params, ValueKind::Signed(64))
     }
 
     fn event(kind: EventKind, func: usize, ts_ns: u64, duration_ns: u64, tid: u32) -> Event {
+        let entry = kind == EventKind::Entry;
         Event {
             ts_ns,
             func,
             kind,
-            args: [7, 0, 0, 0, 0, 0],
+            // An int of 7, the register's upper half left by the caller.
+            args: if entry {
+                vec![0xdead_0000_0007, 0x7ffc_1000]
+            } else {
+                vec![]
+            },
+            strings: if entry {
+                vec![EventString {
+                    slot: 1,
+                    bytes: b"/etc/hostname".to_vec(),
+                    user: true,
+                    ..Default::default()
+                }]
+            } else {
+                vec![]
+            },
+            symbols: Default::default(),
             ret: -3i64 as u64,
             duration_ns,
             tgid: 40,
@@ -293,7 +317,11 @@ mod tests {
             ]
         );
         assert!(slices.iter().all(|e| e["pid"] == 40 && e["cat"] == "call"));
-        assert_eq!(slices[0]["args"], json!({"pid": "7", "return": "-3"}));
+        // As --args prints them: by their types, the errno a return carries.
+        assert_eq!(
+            slices[0]["args"],
+            json!({"pid": "7", "path": "\"/etc/hostname\"", "return": "-3", "error": "ESRCH"})
+        );
         assert_eq!(v["displayTimeUnit"], "ns");
     }
 
