@@ -8,7 +8,9 @@
 # that exited before the run's end (trace-exited-stacks-*), the outputs other tools load
 # (folded stacks, flame graph, pprof, Chrome trace: trace-exports-*),
 # bpfmux inject failing exactly --times calls and refusing functions not on the list,
-# --filter/--min-latency deciding in the kernel which calls count (trace-filter-*).
+# --filter/--min-latency deciding in the kernel which calls count (trace-filter-*),
+# --args printing every argument by its BTF type, stack-passed ones and strings included, and
+# its cap on globs (trace-args-types-*; on our kernel with the test module targs_kmod).
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
@@ -31,6 +33,9 @@ if on ours; then
 	run trace-nulls-global tc nulls global
 	run trace-graph-global tc graph global
 	run trace-filter-global tc filter global
+	for e in global tracing-multi kprobe-multi fentry-each; do
+		run "trace-args-types-$e" tc args-types "$e" kmod
+	done
 	run trace-sleeper-global tc sleeper global
 	# bpfmux inject: fmod_ret.multi through the global trampoline and the plain backend,
 	# one fmod_ret per function, and the automatic choice.
@@ -71,6 +76,11 @@ if on ours stock-7.3; then
 		run "trace-filter-$e" tc filter "$e"
 	done
 fi
+if on stock-7.3; then
+	for e in tracing-multi kprobe-multi fentry-each; do
+		run "trace-args-types-$e" tc args-types "$e"
+	done
+fi
 # Stock 6.12 has no tracing_multi: the automatic choice falls back to kprobe.multi.
 if on stock-6.12; then
 	run trace-count-auto tc count auto
@@ -84,6 +94,8 @@ if on stock-6.12; then
 	run trace-sleeper-fentry-each tc sleeper fentry-each
 	run trace-filter-kprobe-multi tc filter kprobe-multi
 	run trace-filter-fentry-each tc filter fentry-each
+	run trace-args-types-kprobe-multi tc args-types kprobe-multi
+	run trace-args-types-fentry-each tc args-types fentry-each
 	run trace-no-tracing-multi tc unavailable tracing-multi
 fi
 run trace-glob-kprobe-multi tc glob kprobe-multi 300 'vfs_*' '__x64_sys_*'

@@ -8,6 +8,20 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
   glob ENGINE MIN PATTERN... a glob set: >= MIN functions attached, the notrace
                              vfs_caches_init dropped, getpgid still counted exactly
   args ENGINE                --args on getpgid 3x: 3 entry and 3 exit events, in order
+  args-types ENGINE [kmod]   --args prints every argument as its BTF type says, the 7th and
+                             later (on the stack) too: 3 openat of a missing file make exactly 3
+                             do_sys_openat2 calls with dfd=-100 and the file name as a string (a
+                             user string), each returning -2 ENOENT; 2 mmap-self make exactly 2
+                             do_mmap calls with len=12288, prot=1, flags=2 and pgoff=5 (its 7th
+                             argument); the text form says the same; a glob within the cap
+                             captures, one over it (vfs_* __x64_sys_*) is refused naming the cap
+                             and the count, nothing attached. kmod (our kernel: the test module
+                             targs_kmod, loaded and unloaded here): each function of the module
+                             prints exactly its known values: nine integers of every size and
+                             sign (three on the stack), a kernel string, a user string, an enum
+                             by name, a bool, a function pointer and a text address (on the
+                             stack) as symbols, NULL, a string cut at 63 bytes and whole with
+                             --args-size 128, a struct by value, -EINVAL, ERR_PTR(-EINVAL), NULL
   own ENGINE                 -c runs the command itself (no shell in front, found through PATH):
                              5000 sigaction queries count exactly 5000 (dash makes 7 at startup)
   errors ENGINE              --errors on the openat path: 3 openat of a missing file make exactly
@@ -57,7 +71,10 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              calls and exclusive times; the Chrome trace parses and has exactly
                              one slice per call (100, 100, 20), each do_sigaction inside an
                              rt_sigaction of its thread, and no event on stdout (no --args);
-                             --chrome-trace with only a glob: exit != 0, says why
+                             --chrome-trace of a glob: a slice per getpgid of a missing pid,
+                             its args as --args prints them (regs a kernel pointer, return -3,
+                             error ESRCH); over the cap (vfs_* __x64_sys_*): exit != 0, says
+                             the count and the cap under --chrome-trace, nothing attached
   graph ENGINE               --graph under -c of 5000 sigaction queries and 1000 getpgid: the
                              tree is exactly __x64_sys_rt_sigaction x5000 > do_sigaction x5000
                              and __x64_sys_getpgid x1000, every node's exclusive time its
@@ -463,6 +480,18 @@ def pprof(path):
 
 
 EXPORT_SIGACTION, EXPORT_GETPGID = 100, 20
+EXPORT_MISSING = 3
+
+
+def chrome_slices(path, what):
+    """The complete ("X") events of a Chrome trace file; none, failing a check, if unreadable."""
+    try:
+        with open(path) as fh:
+            trace = json.load(fh)["traceEvents"]
+    except (OSError, ValueError, KeyError) as e:
+        check(False, f"{what}: a JSON trace ({e!r})")
+        return []
+    return [e for e in trace if e.get("ph") == "X"]
 
 
 def t_exports(bpfmux, trigger, engine):
@@ -541,13 +570,7 @@ def t_exports(bpfmux, trigger, engine):
     check(got == paths, f"--graph --pprof: calls and exclusive ns per path ({got})")
     check(not [o for o in objs if o.get("type") == "event"],
           "--chrome-trace without --args: no event on stdout")
-    try:
-        with open(f["json"]) as fh:
-            trace = json.load(fh)["traceEvents"]
-    except (OSError, ValueError, KeyError) as e:
-        trace = []
-        check(False, f"--chrome-trace: a JSON trace ({e!r})")
-    slices = [e for e in trace if e.get("ph") == "X"]
+    slices = chrome_slices(f["json"], "--chrome-trace")
     per = {name: sum(1 for e in slices if e["name"] == name) for name in want}
     check(per == want and len(slices) == sum(want.values()),
           f"--chrome-trace: one slice per call {per} (want {want}, {len(slices)} in all)")
@@ -564,11 +587,25 @@ def t_exports(bpfmux, trigger, engine):
     lat = {n: calls(s, n).get("latency_ns", {}).get("count") for n in want}
     check(lat == want and s["lost"]["events"] == 0,
           f"--latency counts the same calls ({lat}), no event lost ({s['lost']})")
-    # Only per-call events have a call's time, and only exactly named functions send them.
-    p = run(bpfmux, [*engine_args(engine), "--chrome-trace", f["json"], "-c",
-                     f"{trigger} getpgid 3", "__x64_sys_getpg*"])
-    check(p.returncode != 0 and "named exactly" in p.stderr,
-          f"--chrome-trace with a glob only: exit {p.returncode}, says why")
+    # A glob sends per-call events too; the slices' args are the text --args prints.
+    _, s = traced(bpfmux, trigger, engine, ["--chrome-trace", f["json"]], ["__x64_sys_getpg*"],
+                  f"getpgid-missing {EXPORT_MISSING}")
+    if s:
+        args = [e.get("args", {}) for e in chrome_slices(f["json"], "--chrome-trace of a glob")
+                if e.get("name") == GETPGID_FUNC]
+        typed = [a for a in args if (a.get("return"), a.get("error")) == ("-3", "ESRCH")
+                 and re.fullmatch(r"0xffff[0-9a-f]{12}", a.get("regs", ""))]
+        check(len(typed) == EXPORT_MISSING,
+              f"--chrome-trace of a glob: {len(typed)} {GETPGID_FUNC} slices with a kernel "
+              f"pointer regs, return -3 and error ESRCH (want {EXPORT_MISSING}; {args[:4]})")
+    # Over the cap on per-call events: refused before anything is attached, under its name.
+    p = run(bpfmux, [*engine_args(engine), "--chrome-trace", f["json"], "-d", "1", "vfs_*",
+                     "__x64_sys_*"])
+    m = re.search(r"--chrome-trace: per-call events on (\d+) functions: at most 256", p.stderr)
+    check(p.returncode != 0 and m is not None and int(m.group(1)) > 256
+          and "attached" not in p.stderr,
+          f"--chrome-trace over the cap: exit {p.returncode}, says the count and the cap, "
+          "nothing attached")
 
 
 NULL_MISSING = 5
@@ -927,6 +964,135 @@ def t_args(bpfmux, trigger, engine):
     check(s["events"] == 6, f"summary counts 6 events ({s['events']})")
 
 
+MISSING_FILE = "/nonexistent-bpfmux-trigger/file"
+MMAPS = 2
+TARGS_LONG = ("0123456789abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+              "-_-_-_-_-_-_-_-_-_")
+# What targs_kmod's functions are called with, and return, on every write (targs.c).
+TARGS = {
+    "bpfmux_targs_nine": (
+        {"a": "-1", "b": "4000000000", "c": "-5000000000", "d": str(0xfedcba9876543210),
+         "e": "-7", "f": "200", "g": "-123456789012", "h": "-9", "i": str(0x1122334455667788)},
+        ("-22", "EINVAL")),
+    "bpfmux_targs_strings": (
+        {"kname": '"kernel string"', "uname": '"user-string"', "mode": "TARGS_MODE_B",
+         "flag": "true", "cb": "targs_cb+0x0", "nothing": "NULL",
+         "ip": re.compile(r"0xffffffff[0-9a-f]{8} <bpfmux_targs_nine\+0x0>")},
+        ("-2", "ENOENT")),
+    "bpfmux_targs_long": ({"s": f'"{TARGS_LONG[:63]}"...'}, ("100", None)),
+    "bpfmux_targs_pair": ({"p": "{0x11, 0x22}", "after": "5"}, ("51", None)),
+}
+TARGS_WRITES = 2
+
+
+def calls_of(objs, function):
+    """(entry, exit) event pairs of one function, in order (one thread: entry, then exit)."""
+    ev = [o for o in objs if o.get("type") == "event" and o.get("function") == function]
+    pairs = []
+    for e in ev:
+        if e["kind"] == "entry":
+            pairs.append([e, None])
+        elif pairs and pairs[-1][1] is None:
+            pairs[-1][1] = e
+    return pairs
+
+
+def same(got, want):
+    """Argument objects equal, a compiled pattern matching its whole value."""
+    return set(got) == set(want) and all(
+        w.fullmatch(got[k]) if isinstance(w, re.Pattern) else got[k] == w
+        for k, w in want.items())
+
+
+def t_args_types(bpfmux, trigger, engine, *opts):
+    """--args: every argument by its BTF type, stack-passed ones and strings included."""
+    work = f"openat-missing {OPENAT_MISSING} mmap-self {MMAPS}"
+    # A glob within the cap captures as an exact name would.
+    objs, s = traced(bpfmux, trigger, engine, ["--args"], ["do_sys_opena[t]2", "do_mmap"], work)
+    if s:
+        check_engine(bpfmux, engine, s)
+        opens = [(e, x) for e, x in calls_of(objs, "do_sys_openat2")
+                 if e["args"].get("filename") == f'"{MISSING_FILE}"']
+        check(len(opens) == OPENAT_MISSING,
+              f"{len(opens)} do_sys_openat2 calls name {MISSING_FILE} (want {OPENAT_MISSING})")
+        for e, x in opens:
+            a = e["args"]
+            check(a.get("dfd") == "-100" and re.fullmatch(r"0xffff[0-9a-f]{12}", a.get("how", "")),
+                  f"do_sys_openat2 arguments {a} (want dfd=-100, how a kernel pointer)")
+            got = x and (x.get("ret"), x.get("error"))
+            check(got == ("-2", "ENOENT"), f"do_sys_openat2 returns {got} (want -2 ENOENT)")
+        # The loader's and exec's mappings have other offsets and lengths.
+        maps = [(e, x) for e, x in calls_of(objs, "do_mmap")
+                if (e["args"].get("pgoff"), e["args"].get("len")) == ("5", "12288")]
+        check(len(maps) == MMAPS, f"{len(maps)} do_mmap calls with pgoff=5 (its 7th argument) "
+              f"and len=12288 (want {MMAPS})")
+        for e, x in maps:
+            a = e["args"]
+            got = {k: a.get(k) for k in ("addr", "len", "prot", "flags", "pgoff")}
+            want = {"addr": "0", "len": "12288", "prot": "1", "flags": "2", "pgoff": "5"}
+            check(got == want, f"do_mmap arguments {got} (want {want})")
+            check(re.fullmatch(r"0xffff[0-9a-f]{12}", a.get("populate", "")) is not None,
+                  f"do_mmap populate={a.get('populate')}: a kernel pointer (the 8th argument)")
+            check(x is not None and x.get("ret", "").isdigit() and int(x["ret"]) > 0,
+                  f"do_mmap returns an address ({x and x.get('ret')})")
+    # The text form.
+    p = run(bpfmux, [*engine_args(engine), "--args", "-c", f"{trigger} openat-missing 1",
+                     "do_sys_openat2"])
+    check(p.returncode == 0 and re.search(
+        rf"\] -> do_sys_openat2\(dfd=-100, filename=\"{MISSING_FILE}\", how=0xffff[0-9a-f]+\)$",
+        p.stdout, re.M) is not None and re.search(
+        r"\] <- do_sys_openat2 = -2 ENOENT \(", p.stdout, re.M) is not None,
+        f"text: exit {p.returncode}, a call line with the string and its return with ENOENT")
+    # Over the cap: refused before anything is attached, naming the cap and the count.
+    p = run(bpfmux, [*engine_args(engine), "--args", "-d", "1", "vfs_*", "__x64_sys_*"])
+    m = re.search(r"--args: per-call events on (\d+) functions: at most 256", p.stderr)
+    check(p.returncode != 0 and m is not None and int(m.group(1)) > 256
+          and "attached" not in p.stderr,
+          f"--args over the cap: exit {p.returncode}, says the count and the cap, nothing "
+          "attached")
+    if "kmod" not in opts:
+        return
+    kmod_dir = os.environ.get("BPFMUX_KMOD_DIR", os.path.dirname(trigger))
+    ko = os.path.join(kmod_dir, "targs_kmod.ko")
+    r = subprocess.run(["insmod", ko], capture_output=True, text=True)
+    check(r.returncode == 0, f"insmod {ko} ({r.stderr.strip()})")
+    if r.returncode != 0:
+        return
+    try:
+        funcs = [*TARGS, "bpfmux_targs_errptr"]
+        objs, s = traced(bpfmux, trigger, engine, ["--args"], funcs, f"targs {TARGS_WRITES}")
+        if s:
+            check_engine(bpfmux, engine, s)
+            for f, (want, (ret, err)) in TARGS.items():
+                pairs = calls_of(objs, f)
+                check(len(pairs) == TARGS_WRITES, f"{f}: {len(pairs)} calls (want {TARGS_WRITES})")
+                for e, x in pairs:
+                    check(same(e["args"], want), f"{f}: arguments {e['args']} (want {want})")
+                    got = x and (x.get("ret"), x.get("error"))
+                    check(got == (ret, err), f"{f}: returns {got} (want {(ret, err)})")
+            rets = [(e["args"].get("null"), x and x.get("ret"), x and x.get("error"))
+                    for e, x in calls_of(objs, "bpfmux_targs_errptr")]
+            want = [("0", "ERR_PTR(-EINVAL)", "EINVAL"), ("1", "NULL", None)] * TARGS_WRITES
+            check(rets == want, f"bpfmux_targs_errptr: {rets} (want {want})")
+        # A larger bound reads the long string whole.
+        objs, s = traced(bpfmux, trigger, engine, ["--args", "--args-size", "128"],
+                         ["bpfmux_targs_long"], "targs 1")
+        if s:
+            got = [e["args"].get("s") for e, _ in calls_of(objs, "bpfmux_targs_long")]
+            check(got == [f'"{TARGS_LONG}"'], f"--args-size 128: {got} (the whole string)")
+        p = run(bpfmux, [*engine_args(engine), "--args", "-c", f"{trigger} targs 1",
+                         "bpfmux_targs_nine"])
+        line = ("-> bpfmux_targs_nine(a=-1, b=4000000000, c=-5000000000, d=18364758544493064720, "
+                "e=-7, f=200, g=-123456789012, h=-9, i=1234605616436508552)")
+        check(p.returncode == 0 and any(l.endswith(line) for l in p.stdout.splitlines())
+              and any(l.endswith("<- bpfmux_targs_nine = -22 EINVAL") or
+                      "<- bpfmux_targs_nine = -22 EINVAL (" in l for l in p.stdout.splitlines()),
+              f"text: exit {p.returncode}, the call line and its return with EINVAL")
+    finally:
+        r = subprocess.run(["rmmod", "targs_kmod"], capture_output=True, text=True)
+        check(r.returncode == 0, f"rmmod targs_kmod ({r.stderr.strip()})")
+
+
 def t_own(bpfmux, trigger, engine):
     """-c counts the command's own calls only, like bpftrace -c: a /bin/sh started first
     would add its startup's rt_sigaction calls (and its loader's opens and reads)."""
@@ -1272,7 +1438,8 @@ def main():
      "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
-     "fds": t_fds, "star-sigint": t_star_sigint, "filter": t_filter}[what](bpfmux, trigger, *rest)
+     "fds": t_fds, "star-sigint": t_star_sigint, "filter": t_filter,
+     "args-types": t_args_types}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 
 

@@ -16,7 +16,10 @@
  * (find_task_by_vpid(-1) returns NULL too: -ESRCH); getpgid-self: getpgid(getpid()), which
  * succeeds through find_task_by_vpid (the pid is read once, before the calls);
  * nanosleep0: nanosleep of 0 ns, nanosleep200ms: nanosleep of 200 ms (__x64_sys_nanosleep,
- * a known latency).
+ * a known latency); mmap-self: mmap(NULL, 3 pages, PROT_READ, MAP_PRIVATE, /proc/self/exe,
+ * page 5) and munmap (do_mmap: len 12288 with 4 KiB pages, pgoff 5 on the stack, its 7th
+ * argument); targs: write(/proc/bpfmux_targs, "user-string" and its NUL), which makes the
+ * test module targs_kmod call its functions with known arguments once each.
  * Nothing else in this program, its dynamic loader or libc's startup makes those system
  * calls, or an openat that fails.
  */
@@ -28,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 #define MISSING "/nonexistent-bpfmux-trigger/file"
@@ -92,6 +96,39 @@ int main(int argc, char **argv)
 
 			for (long k = 0; k < n; k++)
 				syscall(SYS_nanosleep, &ts, NULL);
+		} else if (!strcmp(argv[i], "mmap-self")) {
+			long pg = sysconf(_SC_PAGESIZE);
+			int fd = open("/proc/self/exe", O_RDONLY);
+
+			for (long k = 0; k < n && fd >= 0; k++) {
+				void *p = mmap(NULL, 3 * pg, PROT_READ, MAP_PRIVATE, fd, 5 * pg);
+
+				if (p == MAP_FAILED) {
+					perror("trigger: mmap");
+					return 1;
+				}
+				munmap(p, 3 * pg);
+			}
+			if (fd < 0) {
+				perror("trigger: /proc/self/exe");
+				return 1;
+			}
+			close(fd);
+		} else if (!strcmp(argv[i], "targs")) {
+			static const char user[] = "user-string";
+			int fd = open("/proc/bpfmux_targs", O_WRONLY);
+
+			if (fd < 0) {
+				perror("trigger: /proc/bpfmux_targs (is targs_kmod loaded?)");
+				return 1;
+			}
+			for (long k = 0; k < n; k++) {
+				if (write(fd, user, sizeof(user)) != sizeof(user)) {
+					perror("trigger: write /proc/bpfmux_targs");
+					return 1;
+				}
+			}
+			close(fd);
 		} else if (!strcmp(argv[i], "sigaction")) {
 			struct sigaction old;
 
@@ -105,7 +142,7 @@ int main(int argc, char **argv)
 	if (argc < 3 || argc % 2 == 0) {
 		fprintf(stderr, "usage: trigger getpgid|getpgid-errors|getpgid-missing|"
 			"getpgid-negative|getpgid-self|getpriority|sigaction|openat-missing|"
-			"nanosleep0|nanosleep200ms N ...\n");
+			"nanosleep0|nanosleep200ms|mmap-self|targs N ...\n");
 		return 2;
 	}
 	return 0;
