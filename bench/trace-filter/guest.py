@@ -16,6 +16,11 @@ every repeat and their median. Rows, per engine:
                                           two rows below)
   exit-false     --filter 'errno == ESRCH'  false: getpgid(0) succeeds
   exit-true      --filter 'errno == 0'    true
+  args           --args                   per-call events: the arguments by their BTF
+                                          types at the entry, the return at the exit,
+                                          each sent through the ring buffer
+  args-false     --args --filter 'regs == 0'  per-call events that a false entry
+                                          filter keeps from being sent
 
 and once "untraced" (the program alone). Each traced row also checks the run's summary:
 the calls the filter saw, and that it passed all of them (true) or none (false), so a row
@@ -35,6 +40,8 @@ ROWS = [
     ("exit-side", ["--filter", "latency >= 0ns"], True),
     ("exit-false", ["--filter", "errno == ESRCH"], False),
     ("exit-true", ["--filter", "errno == 0"], True),
+    ("args", ["--args"], None),
+    ("args-false", ["--args", "--filter", "regs == 0"], False),
 ]
 
 
@@ -68,7 +75,8 @@ def run_row(bpfmux, prog, windows, engine, name, extra, truth):
     else:
         args = [bpfmux, "trace", "--engine", engine, "--json", *extra, "-c", cmd, FUNC]
     p = subprocess.run(args, capture_output=True, text=True, timeout=1800)
-    out = {"engine": engine or "-", "row": name, "filter": " ".join(extra[1:]) or None}
+    flt_args = extra[extra.index("--filter") + 1:] if "--filter" in extra else []
+    out = {"engine": engine or "-", "row": name, "filter": " ".join(flt_args) or None}
     if p.returncode != 0:
         not_here = "is not available" in p.stderr
         out["status"] = "not available" if not_here else "failed"

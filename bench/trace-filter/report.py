@@ -18,6 +18,8 @@ ROWS = [
     ("exit-side", "`latency >= 0ns`: the exit side, always true", "count"),
     ("exit-false", "`errno == ESRCH`: at the exit, false", "exit-side"),
     ("exit-true", "`errno == 0`: at the exit, true", "exit-side"),
+    ("args", "`--args`: per-call events with the arguments", "count"),
+    ("args-false", "`--args`, `regs == 0`: events a false filter keeps back", "args"),
 ]
 
 
