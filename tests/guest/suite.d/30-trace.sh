@@ -45,9 +45,15 @@ if on ours; then
 	run inject-auto tc inject auto
 fi
 # Debian's stock kernels are built without function error injection (no list in debugfs):
-# bpfmux inject must say so, and attach nothing.
-if on stock-7.3 stock-6.12; then
-	run inject-no-error-injection tc inject-none fentry-each
+# the verifier of 7.3 allows fmod_ret on system call entry points and LSM hooks, that of
+# 6.12 on LSM hooks only, and bpfmux inject takes exactly those.
+if on stock-7.3; then
+	run inject-no-list-fentry-each tc inject-no-list fentry-each
+	run inject-no-list-auto tc inject-no-list auto
+fi
+if on stock-6.12; then
+	run inject-no-list-fentry-each tc inject-no-list fentry-each lsm-only
+	run inject-no-list-auto tc inject-no-list auto lsm-only
 fi
 # Our kernel and stock 7.3: tracing_multi (fsession.multi for latency), kprobe.multi/
 # kprobe.session, one fentry(+fexit) per function; the automatic choice too.

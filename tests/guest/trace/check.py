@@ -82,11 +82,17 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
   inject ENGINE              bpfmux inject --times 7 -e EPERM on getpgid under -c: of 20 calls
                              exactly 7 fail with EPERM (the command says so), the summary
                              counts 20 calls and 7 injected; a glob keeps only functions
-                             on the error-injection list; vfs_read (not on it) is refused
-                             with a message naming it, nothing attached
+                             the kernel allows fmod_ret on; the LSM hook
+                             security_task_getpgid fails 3 of 5 getpgid(getpid()) with
+                             EACCES; vfs_read (not allowed) is refused with a message naming
+                             it and the list, nothing attached
   inject-unavailable ENGINE  an engine that cannot inject: exit != 0, says why
-  inject-none ENGINE         a kernel without function error injection (no list in debugfs):
-                             exit != 0, says so, nothing attached
+  inject-no-list ENGINE [lsm-only]
+                             a kernel without function error injection (no list in debugfs):
+                             as inject, the verifier's rule for such a build (system call
+                             entry points and LSM hooks; lsm-only: a verifier that refuses
+                             system calls, which must be refused by name), vfs_read refused
+                             naming CONFIG_FUNCTION_ERROR_INJECTION
   not-found                  -c with a command that is not in PATH: exit 127 before attaching,
                              a message naming it
   unknown                    an unknown function: exit status != 0, a clear message
@@ -844,7 +850,23 @@ def run_inject(bpfmux, args):
 INJECT_CALLS, INJECT_TIMES = 20, 7
 
 
-def t_inject(bpfmux, trigger, engine):
+def t_inject(bpfmux, trigger, engine, fei=True, syscalls=True):
+    if not syscalls:
+        # A verifier that refuses system calls to fmod_ret when built without error
+        # injection (6.12; 7.3 takes them): refused by name, before anything is attached.
+        p = run_inject(bpfmux, [*engine_args(engine), "-c", f"{trigger} getpgid-errors 5",
+                                "__x64_sys_getpgid"])
+        check(p.returncode != 0 and "__x64_sys_getpgid" in p.stderr
+              and "only on LSM hooks" in p.stderr and "attached" not in p.stderr
+              and "failed " not in p.stdout,
+              f"__x64_sys_getpgid: exit {p.returncode}, refused (LSM hooks only), the command "
+              "not run")
+    else:
+        t_inject_getpgid(bpfmux, trigger, engine)
+    t_inject_lsm_and_refusal(bpfmux, trigger, engine, fei)
+
+
+def t_inject_getpgid(bpfmux, trigger, engine):
     args = [*engine_args(engine), "--json", "-e", "EPERM", "--times", str(INJECT_TIMES),
             "-c", f"{trigger} getpgid-errors {INJECT_CALLS}", "__x64_sys_getpgid"]
     p = run_inject(bpfmux, args)
@@ -865,7 +887,7 @@ def t_inject(bpfmux, trigger, engine):
           (INJECT_CALLS, INJECT_TIMES, INJECT_TIMES),
           f"summary: {f.get('calls')} calls, {f.get('injected')} injected, {s.get('injected')} "
           f"in all (want {INJECT_CALLS}, {INJECT_TIMES}, {INJECT_TIMES})")
-    # A glob: only functions on the error-injection list stay.
+    # A glob: only the functions the kernel allows fmod_ret on stay.
     args = [*engine_args(engine), "--json", "--times", "2", "-c", f"{trigger} getpgid-errors 5",
             "__x64_sys_getpgi[d]", "vfs_rea[d]"]
     p = run_inject(bpfmux, args)
@@ -877,24 +899,35 @@ def t_inject(bpfmux, trigger, engine):
           " (want 0, 'failed 2 errno 12': ENOMEM by default)")
     check((s.get("functions_attached"), s.get("functions_dropped")) == (1, 1),
           f"glob: {s.get('functions_attached')} attached, {s.get('functions_dropped')} dropped "
-          "(want 1: getpgid; 1: vfs_read, not on the list)")
-    # Named exactly and not on the list: refused before anything is attached.
+          "(want 1: getpgid; 1: vfs_read, not allowed)")
+
+
+def t_inject_lsm_and_refusal(bpfmux, trigger, engine, fei):
+    # An LSM hook: the kernel allows fmod_ret on security_* whatever its build.
+    args = [*engine_args(engine), "--json", "-e", "EACCES", "--times", "3",
+            "-c", f"{trigger} getpgid-self-errors 5", "security_task_getpgid"]
+    p = run_inject(bpfmux, args)
+    said = [l for l in p.stdout.splitlines() if l.startswith("failed ")]
+    check(p.returncode == 0 and said == ["failed 3 errno 13"],
+          f"security_task_getpgid: exit {p.returncode}, the command says {said} (want "
+          "['failed 3 errno 13']: EACCES is 13)")
+    # Named exactly and not allowed: refused before anything is attached, with the rule of
+    # this kernel's build.
     p = run_inject(bpfmux, [*engine_args(engine), "vfs_read"])
-    check(p.returncode != 0 and "vfs_read" in p.stderr and "error-injection list" in p.stderr
+    why = "error-injection list" if fei else "CONFIG_FUNCTION_ERROR_INJECTION"
+    check(p.returncode != 0 and "vfs_read" in p.stderr and why in p.stderr
           and "attached" not in p.stderr,
-          f"vfs_read: exit {p.returncode}, refused with a message naming it and the list")
+          f"vfs_read: exit {p.returncode}, refused with a message naming it and '{why}'")
 
 
-def t_inject_none(bpfmux, trigger, engine):
+def t_inject_no_list(bpfmux, trigger, engine, *opts):
+    """A kernel built without function error injection: fmod_ret on system call entry points
+    and LSM hooks only, as its verifier says (lsm-only: a verifier that refuses system
+    calls)."""
     check(os.path.isdir("/sys/kernel/debug/tracing") and
           not os.path.exists("/sys/kernel/debug/error_injection"),
           "debugfs is mounted and has no error_injection directory (the premise)")
-    p = run_inject(bpfmux, ["--engine", engine, "-c", f"{trigger} getpgid-errors 5",
-                            "__x64_sys_getpgid"])
-    check(p.returncode != 0 and "no function error injection" in p.stderr
-          and "CONFIG_FUNCTION_ERROR_INJECTION" in p.stderr and "attached" not in p.stderr,
-          f"exit {p.returncode}, says the kernel has no function error injection")
-    check("failed " not in p.stdout, "the command did not run")
+    t_inject(bpfmux, trigger, engine, fei=False, syscalls="lsm-only" not in opts)
 
 
 def t_inject_unavailable(bpfmux, trigger, engine):
@@ -1443,7 +1476,7 @@ def main():
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,
      "not-found": t_not_found, "errors": t_errors, "nulls": t_nulls, "graph": t_graph, "inject": t_inject,
      "exited-stacks": t_exited_stacks, "exports": t_exports,
-     "inject-unavailable": t_inject_unavailable, "inject-none": t_inject_none,
+     "inject-unavailable": t_inject_unavailable, "inject-no-list": t_inject_no_list,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
      "fds": t_fds, "star-sigint": t_star_sigint, "filter": t_filter,

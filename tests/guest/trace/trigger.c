@@ -11,6 +11,8 @@
  * MISSING, O_RDONLY) of a path that does not exist (__x64_sys_openat fails with -ENOENT);
  * getpgid-errors: getpgid(0) like getpgid, then prints "failed K errno E" (K calls failed,
  * E the errno of the last failure, 0 if none) for the error-injection checks;
+ * getpgid-self-errors: the same with getpgid(getpid()), which asks the LSM hook
+ * security_task_getpgid (getpgid(0) does not);
  * getpgid-missing: getpgid(MISSING_PID) of a process that cannot exist (__x64_sys_getpgid
  * fails with -ESRCH because find_task_by_vpid returns NULL); getpgid-negative: getpgid(-1)
  * (find_task_by_vpid(-1) returns NULL too: -ESRCH); getpgid-self: getpgid(getpid()), which
@@ -49,12 +51,14 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "getpriority")) {
 			for (long k = 0; k < n; k++)
 				syscall(SYS_getpriority, 0 /* PRIO_PROCESS */, 0);
-		} else if (!strcmp(argv[i], "getpgid-errors")) {
+		} else if (!strcmp(argv[i], "getpgid-errors") ||
+			   !strcmp(argv[i], "getpgid-self-errors")) {
+			pid_t pid = strcmp(argv[i], "getpgid-errors") ? getpid() : 0;
 			long failed = 0;
 			int last = 0;
 
 			for (long k = 0; k < n; k++) {
-				if (syscall(SYS_getpgid, 0) < 0) {
+				if (syscall(SYS_getpgid, pid) < 0) {
 					failed++;
 					last = errno;
 				}
@@ -141,7 +145,7 @@ int main(int argc, char **argv)
 	}
 	if (argc < 3 || argc % 2 == 0) {
 		fprintf(stderr, "usage: trigger getpgid|getpgid-errors|getpgid-missing|"
-			"getpgid-negative|getpgid-self|getpriority|sigaction|openat-missing|"
+			"getpgid-negative|getpgid-self|getpgid-self-errors|getpriority|sigaction|openat-missing|"
 			"nanosleep0|nanosleep200ms|mmap-self|targs N ...\n");
 		return 2;
 	}

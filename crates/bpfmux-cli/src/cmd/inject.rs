@@ -11,29 +11,35 @@ use super::trace::exports::Exports;
 use super::trace::{execute, inputs, Output, Shared, Which};
 
 /// Make kernel functions return an errno: every function the patterns
-/// select that is on the kernel's error-injection list, through one
-/// fmod_ret.multi link (this series) or one fmod_ret program per function.
+/// select that the kernel allows fmod_ret on, through one fmod_ret.multi
+/// link (this series) or one fmod_ret program per function.
 #[derive(clap::Args)]
 #[command(after_help = "\
-Only functions on the kernel's error-injection list can be made to fail
+Only the functions the kernel allows fmod_ret on can be made to fail, by the
+verifier's rule: LSM hooks (security_*) that return an error number, always;
+with CONFIG_FUNCTION_ERROR_INJECTION, the functions of the error-injection list
 (/sys/kernel/debug/error_injection/list: ALLOW_ERROR_INJECTION, with an errno or
-an ERR_PTR). A function named exactly that is not on it is an error; one a glob
-matched is dropped (-v says so). A chosen call does not run: it returns -ERRNO
-(ERR_PTR(-ERRNO) for functions returning a pointer). Injection starts once every
-function is attached and stops before detaching; Ctrl-C, the end of -c or -d
-stops it, and everything is detached before bpfmux exits. The summary counts
-calls and calls made to fail per function.
+an ERR_PTR); without it (Debian's stock kernels), the system call entry points
+(__x64_sys_*). A function named exactly that is not allowed is an error; one a
+glob matched is dropped (-v says why). A chosen call does not run: it returns
+-ERRNO (ERR_PTR(-ERRNO) for functions returning a pointer). bpfmux's own calls
+never fail. Injection starts once every function is attached and stops before
+detaching; Ctrl-C, the end of -c or -d stops it, and everything is detached
+before bpfmux exits. The summary counts calls and calls made to fail per
+function.
 
 Engines: global and tracing-multi (fmod_ret.multi, this series' kernels),
 fentry-each (one fmod_ret per function, any kernel with trampolines); the
-first one the kernel accepts unless --engine says. A kernel built without
-CONFIG_FUNCTION_ERROR_INJECTION has no list, and bpfmux inject says so.
+first one the kernel accepts unless --engine says.
 
 Examples:
   bpfmux inject -c 'cat /etc/hostname' --errno ENOMEM --times 1 __x64_sys_openat
                                      the command's first openat fails with ENOMEM
   bpfmux inject --comm nginx -P 0.01 -e EIO '__x64_sys_*read*'
                                      1% of nginx's read system calls fail with EIO
+  bpfmux inject -e EACCES -c 'cat /etc/hostname' security_file_open
+                                     the command's files cannot be opened (its exec
+                                     fails first: exec opens the program)
   bpfmux inject -d 10 should_failslab   slab allocations fail (with ENOMEM) for 10 s")]
 pub struct Args {
     /// Functions to make fail (exact names, globs, module:glob).

@@ -81,8 +81,11 @@ const volatile bool want_graph;
 /*
  * Error injection (`bpfmux inject`): the value a chosen call returns instead
  * of running (-errno), the chance a call is chosen out of 2^32 (2^32: every
- * call), and how many calls at most (0: no limit).
+ * call), and how many calls at most (0: no limit). The calls of bpfmux
+ * itself (inject_self_tgid) never fail: it still has maps to read and links
+ * to detach while the programs run.
  */
+const volatile __u32 inject_self_tgid;
 const volatile __s64 inject_ret;
 const volatile __u64 inject_chance;
 const volatile __u64 inject_times;
@@ -1050,7 +1053,7 @@ static __always_inline long inject(__u64 cookie)
 	__u32 func = (__u32)cookie;
 	struct trace_func_stats *st;
 
-	if (!pass_filters())
+	if (!pass_filters() || (bpf_get_current_pid_tgid() >> 32) == inject_self_tgid)
 		return 0;
 	st = bpf_map_lookup_elem(&stats, &func);
 	if (st)

@@ -330,6 +330,13 @@ pub fn fexit_multi_global(btf: &KernelBtf) -> Probe {
     series::fexit_multi_global(btf)
 }
 
+/// Whether the verifier takes an fmod_ret program on the kernel function
+/// `target` (loaded, not attached): asked by `bpfmux inject` where the
+/// kernel's rule depends on its version.
+pub fn fmod_ret_allowed_on(target: &str) -> Probe {
+    trampoline::fmod_ret_loads_on(target)
+}
+
 /// Silences libbpf's own stderr logging while probes fail on purpose.
 pub fn quiet_libbpf() {
     libbpf_rs::set_print(None);

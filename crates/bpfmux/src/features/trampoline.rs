@@ -100,6 +100,29 @@ fn kernel_target(btf: &KernelBtf, kind: Kind) -> Probe {
     }
 }
 
+/// Whether the verifier takes an fmod_ret program on the kernel function
+/// `target`: loaded, not attached (the verifier decides at load).
+pub fn fmod_ret_loads_on(target: &str) -> Probe {
+    let mut obj = MaybeUninit::<OpenObject>::uninit();
+    let mut open = match ProbesSkelBuilder::default().open(&mut obj) {
+        Ok(s) => s,
+        Err(e) => return Probe::from_libbpf("open skeleton", &e),
+    };
+    only(&mut open, "probe_fmod_ret");
+    if let Err(e) = open
+        .progs
+        .probe_fmod_ret
+        .set_attach_target(0, Some(target.to_string()))
+    {
+        return Probe::from_libbpf("set attach target", &e);
+    }
+    let probe = match open.load() {
+        Ok(_) => Probe::yes(format!("the verifier takes fmod_ret on {target}")),
+        Err(e) => Probe::from_libbpf(&format!("load probe_fmod_ret on {target}"), &e),
+    };
+    probe
+}
+
 /// freplace: load the XDP probe (which calls a global subprogram), then an
 /// extension program replacing that subprogram, and attach it.
 pub fn freplace() -> Probe {

@@ -1,11 +1,17 @@
 //! Error injection (`bpfmux inject`): make calls of functions the kernel
 //! allows it on return an errno instead of running.
 //!
-//! The kernel allows it on the functions of its error-injection list
+//! The kernel's verifier decides where an fmod_ret program may attach
+//! ([`Rules`]): on an LSM hook (`security_*`) always; on a kernel built with
+//! function error injection, on the functions of its error-injection list
 //! (`ALLOW_ERROR_INJECTION`, listed in debugfs with the kind of value they
-//! fail with). Only those that fail with an errno (`ERRNO`, or `ERR_NULL`:
-//! an `ERR_PTR`) are taken: a function named exactly that is not one of
-//! them is an error, one a glob matched is dropped (`-v` says why). The
+//! fail with), of which only those that fail with an errno (`ERRNO`, or
+//! `ERR_NULL`: an `ERR_PTR`) are taken; on a kernel built without it, on
+//! the system call entry points (`__x64_sys_*` on x86-64) where its verifier
+//! allows them (7.3 does, 6.12 does not: found by loading a program on
+//! one). A function named
+//! exactly that the rules refuse is an error, one a glob matched is dropped
+//! (`-v` says why). The
 //! trace program's fmod_ret entry points count each call that passes the
 //! filters and make it fail with the chance asked, up to a number of times
 //! ([`Injection`]); the engines attach them as fmod_ret.multi (one link,
@@ -14,6 +20,7 @@
 use std::collections::HashMap;
 use std::io;
 
+use super::btf::ValueKind;
 use super::select::{DropReason, Dropped, Selection};
 
 /// The kernel's error-injection list.
@@ -63,13 +70,6 @@ impl Injection {
 /// Why an injection cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum InjectError {
-    /// debugfs is mounted and has no list: the kernel was built without
-    /// function error injection, so no function allows it.
-    #[error(
-        "this kernel has no function error injection ({LIST} does not exist: built without \
-         CONFIG_FUNCTION_ERROR_INJECTION), so no function can be made to fail"
-    )]
-    NoErrorInjection,
     /// The list could not be read.
     #[error(
         "reading the kernel's error-injection list {LIST}: {0} (is debugfs mounted? \
@@ -97,13 +97,91 @@ pub enum InjectError {
     Combined,
 }
 
-/// The error-injection list: function name → the kind of value it fails
-/// with (`ERRNO`, `ERR_NULL`, `TRUE`, `FALSE`, `NULL`).
-pub fn read_list() -> Result<HashMap<String, String>, InjectError> {
+/// The prefix of the system call entry points on this architecture, where
+/// the verifier allows fmod_ret on a kernel without function error
+/// injection (its `has_arch_syscall_prefix()`).
+pub const SYSCALL_PREFIX: &str = if cfg!(target_arch = "aarch64") {
+    "__arm64_"
+} else if cfg!(target_arch = "s390x") {
+    "__s390x_"
+} else if cfg!(target_arch = "riscv64") {
+    "__riscv_"
+} else if cfg!(any(target_arch = "powerpc64", target_arch = "loongarch64")) {
+    "sys_"
+} else {
+    "__x64_"
+};
+
+/// The prefix of the LSM hooks, where the verifier always allows fmod_ret.
+pub const LSM_PREFIX: &str = "security_";
+
+/// Where this kernel allows fmod_ret programs, the kernel's own rule.
+#[derive(Clone, Debug)]
+pub enum Rules {
+    /// Built with function error injection: the error-injection list
+    /// (function name → the kind of value it fails with: `ERRNO`,
+    /// `ERR_NULL`, `TRUE`, `FALSE`, `NULL`), and the LSM hooks.
+    List(HashMap<String, String>),
+    /// Built without it (debugfs has no list): the LSM hooks, and the
+    /// system call entry points when `syscalls` (the verifier took a
+    /// program on one; older kernels refuse them).
+    NoErrorInjection {
+        /// Whether system call entry points are allowed.
+        syscalls: bool,
+    },
+}
+
+impl Rules {
+    /// Why errors cannot be injected into the function `name` that returns
+    /// `ret`; `None` when they can.
+    pub fn refusal(&self, name: &str, ret: &ValueKind) -> Option<String> {
+        let errno_type = matches!(ret, ValueKind::Signed(_) | ValueKind::Pointer);
+        if name.starts_with(LSM_PREFIX) {
+            return (!errno_type).then(|| "an LSM hook that returns no error number".to_string());
+        }
+        match self {
+            Rules::List(list) => match list.get(name).map(String::as_str) {
+                Some("ERRNO" | "ERR_NULL") => None,
+                Some(kind) => Some(format!("it fails with {kind}, not an errno")),
+                None => Some(format!(
+                    "not on the kernel's error-injection list {LIST}, nor an LSM hook \
+                     ({LSM_PREFIX}*)"
+                )),
+            },
+            Rules::NoErrorInjection { syscalls: true }
+                if name.starts_with(SYSCALL_PREFIX) && errno_type =>
+            {
+                None
+            }
+            Rules::NoErrorInjection { syscalls: true } => Some(format!(
+                "the kernel has no function error injection, built without \
+                 CONFIG_FUNCTION_ERROR_INJECTION: it allows fmod_ret only on system call \
+                 entry points ({SYSCALL_PREFIX}sys_*) and LSM hooks ({LSM_PREFIX}*)"
+            )),
+            Rules::NoErrorInjection { syscalls: false } => Some(format!(
+                "the kernel has no function error injection, built without \
+                 CONFIG_FUNCTION_ERROR_INJECTION, and its verifier predates fmod_ret on \
+                 system calls: it allows fmod_ret only on LSM hooks ({LSM_PREFIX}*)"
+            )),
+        }
+    }
+}
+
+/// The system call whose entry point is loaded on to ask the verifier.
+const SYSCALL_PROBE: &str = "sys_getpgid";
+
+/// The kernel's rule: its error-injection list, or, when debugfs is
+/// mounted and has none, the rule of a kernel without error injection,
+/// whose verifier is asked whether it takes system calls.
+pub fn read_rules() -> Result<Rules, InjectError> {
     match std::fs::read_to_string(LIST) {
-        Ok(text) => Ok(parse_list(&text)),
+        Ok(text) => Ok(Rules::List(parse_list(&text))),
         Err(e) if e.kind() == io::ErrorKind::NotFound && debugfs_mounted() => {
-            Err(InjectError::NoErrorInjection)
+            let probe =
+                crate::features::fmod_ret_allowed_on(&format!("{SYSCALL_PREFIX}{SYSCALL_PROBE}"));
+            Ok(Rules::NoErrorInjection {
+                syscalls: probe.status == crate::features::Status::Yes,
+            })
         }
         Err(e) => Err(InjectError::List(e)),
     }
@@ -131,30 +209,29 @@ fn parse_list(text: &str) -> HashMap<String, String> {
 
 /// Keeps the functions errors can be injected into: the others named
 /// exactly are an error, the others a glob matched are dropped with why.
-pub fn restrict(sel: &mut Selection, list: &HashMap<String, String>) -> Result<(), InjectError> {
-    let why = |name: &str| match list.get(name).map(String::as_str) {
-        Some("ERRNO" | "ERR_NULL") => None,
-        Some(kind) => Some(format!("it fails with {kind}, not an errno")),
-        None => Some(format!("not on the kernel's error-injection list {LIST}")),
-    };
+pub fn restrict(sel: &mut Selection, rules: &Rules) -> Result<(), InjectError> {
+    let why = |f: &super::select::Func| rules.refusal(&f.name, &f.proto.ret);
     let refused: Vec<(String, String)> = sel
         .funcs
         .iter()
         .filter(|f| f.exact)
-        .filter_map(|f| why(&f.name).map(|w| (f.display_name(), w)))
+        .filter_map(|f| why(f).map(|w| (f.display_name(), w)))
         .collect();
     if !refused.is_empty() {
         return Err(InjectError::NotAllowed(refused));
     }
-    let (keep, drop): (Vec<_>, Vec<_>) = std::mem::take(&mut sel.funcs)
-        .into_iter()
-        .partition(|f| why(&f.name).is_none());
-    sel.dropped.extend(drop.into_iter().map(|f| Dropped {
-        reason: DropReason::NotInjectable(why(&f.name).unwrap_or_default()),
-        scope: f.scope,
-        name: f.name,
-        exact: f.exact,
-    }));
+    let mut keep = Vec::with_capacity(sel.funcs.len());
+    for f in std::mem::take(&mut sel.funcs) {
+        match why(&f) {
+            None => keep.push(f),
+            Some(w) => sel.dropped.push(Dropped {
+                reason: DropReason::NotInjectable(w),
+                scope: f.scope,
+                name: f.name,
+                exact: f.exact,
+            }),
+        }
+    }
     sel.funcs = keep;
     Ok(())
 }
@@ -167,13 +244,17 @@ mod tests {
     use crate::trace::select::Func;
 
     fn func(name: &str, exact: bool) -> Func {
+        func_ret(name, exact, ValueKind::Signed(64))
+    }
+
+    fn func_ret(name: &str, exact: bool, ret: ValueKind) -> Func {
         Func {
             scope: Scope::Vmlinux,
             name: name.into(),
             btf_id: 1,
             proto: Proto {
                 params: vec![],
-                ret: ValueKind::Signed(64),
+                ret,
                 ret_format: Default::default(),
             },
             exact,
@@ -181,7 +262,11 @@ mod tests {
         }
     }
 
-    fn list() -> HashMap<String, String> {
+    fn list() -> Rules {
+        Rules::List(list_map())
+    }
+
+    fn list_map() -> HashMap<String, String> {
         parse_list(
             "__x64_sys_getpgid\tERRNO\nshould_failslab\tERRNO\nkmalloc_thing\tERR_NULL\n\
              is_it\tTRUE\nmod_func [some_mod]\tERRNO\n",
@@ -190,7 +275,7 @@ mod tests {
 
     #[test]
     fn the_list_reads_names_and_kinds() {
-        let l = list();
+        let l = list_map();
         assert_eq!(l.len(), 5);
         assert_eq!(l["mod_func"], "ERRNO");
         assert_eq!(l["kmalloc_thing"], "ERR_NULL");
@@ -214,7 +299,10 @@ mod tests {
         assert_eq!(
             dropped,
             [
-                format!("no error injection: not on the kernel's error-injection list {LIST}"),
+                format!(
+                    "no error injection: not on the kernel's error-injection list {LIST}, nor \
+                     an LSM hook (security_*)"
+                ),
                 "no error injection: it fails with TRUE, not an errno".to_string(),
             ]
         );
@@ -227,9 +315,67 @@ mod tests {
             e,
             format!(
                 "cannot inject errors into vfs_read (not on the kernel's error-injection \
-                 list {LIST}), is_it (it fails with TRUE, not an errno)"
+                 list {LIST}, nor an LSM hook (security_*)), is_it (it fails with TRUE, not an \
+                 errno)"
             )
         );
+    }
+
+    #[test]
+    fn lsm_hooks_are_allowed_on_every_kernel_when_they_return_an_errno() {
+        for rules in [
+            list(),
+            Rules::NoErrorInjection { syscalls: true },
+            Rules::NoErrorInjection { syscalls: false },
+        ] {
+            let mut sel = Selection {
+                funcs: vec![
+                    func_ret("security_file_open", true, ValueKind::Signed(32)),
+                    func_ret("security_task_free", false, ValueKind::Void),
+                ],
+                ..Default::default()
+            };
+            restrict(&mut sel, &rules).unwrap();
+            let names: Vec<_> = sel.funcs.iter().map(|f| f.name.as_str()).collect();
+            assert_eq!(names, ["security_file_open"]);
+            assert_eq!(
+                sel.dropped[0].reason.to_string(),
+                "no error injection: an LSM hook that returns no error number"
+            );
+        }
+    }
+
+    #[test]
+    fn without_error_injection_system_calls_are_allowed() {
+        let rules = Rules::NoErrorInjection { syscalls: true };
+        let mut sel = Selection {
+            funcs: vec![
+                func(&format!("{SYSCALL_PREFIX}sys_openat"), true),
+                func("should_failslab", false),
+            ],
+            ..Default::default()
+        };
+        restrict(&mut sel, &rules).unwrap();
+        assert_eq!(sel.funcs.len(), 1);
+        assert_eq!(sel.dropped.len(), 1);
+        let e = rules.refusal("vfs_read", &ValueKind::Signed(64)).unwrap();
+        assert!(e.contains("CONFIG_FUNCTION_ERROR_INJECTION"), "{e}");
+        assert!(e.contains(&format!("{SYSCALL_PREFIX}sys_*")), "{e}");
+        // Before the verifier took system calls: LSM hooks only.
+        let e = Rules::NoErrorInjection { syscalls: false }
+            .refusal(
+                &format!("{SYSCALL_PREFIX}sys_openat"),
+                &ValueKind::Signed(64),
+            )
+            .unwrap();
+        assert!(e.contains("only on LSM hooks"), "{e}");
+        // On a kernel with the list, a system call must be on it like any function.
+        assert!(list()
+            .refusal(
+                &format!("{SYSCALL_PREFIX}sys_openat"),
+                &ValueKind::Signed(64)
+            )
+            .is_some());
     }
 
     #[test]

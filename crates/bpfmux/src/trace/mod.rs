@@ -346,7 +346,7 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
     let injectable = opts
         .inject
         .as_ref()
-        .map(|_| inject::read_list())
+        .map(|_| inject::read_rules())
         .transpose()?;
     let t1 = Instant::now();
     let mut selection = select::select_in(
@@ -363,8 +363,8 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
                 && (needs_exit || opts.inject.is_some()),
         },
     )?;
-    if let Some(list) = &injectable {
-        inject::restrict(&mut selection, list)?;
+    if let Some(rules) = &injectable {
+        inject::restrict(&mut selection, rules)?;
         if selection.funcs.is_empty() {
             let dropped = std::mem::take(&mut selection.dropped);
             return Err(SelectError::AllDropped { dropped }.into());

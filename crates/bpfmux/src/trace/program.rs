@@ -433,6 +433,9 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> Resu
         ro.inject_ret = -i64::from(i.errno);
         ro.inject_chance = i.chance();
         ro.inject_times = i.times.unwrap_or(0);
+        // As the kernel sees it when bpfmux runs in the initial PID
+        // namespace, where tracing from a container is rarely run.
+        ro.inject_self_tgid = std::process::id();
     }
     if let Some(f) = &cfg.filter {
         ro.filter_on = true;
