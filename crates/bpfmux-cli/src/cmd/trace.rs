@@ -66,11 +66,21 @@ errno are always printed.
 program before anything is counted or sent:
   values   ret, errno (-ret for a -4095..-1 return of a signed or pointer
            function, else 0), latency (with a unit: ns, us, ms, s), and an
-           argument of the traced function by its BTF name (one of its first
-           six: integers, enums, bools, pointers; signed types compare signed)
+           argument of the traced function by its BTF name (any of its 12
+           argument slots, the 7th and later on the stack too: integers,
+           enums, bools, pointers, `char *` strings; signed types compare
+           signed)
   tests    value CMP literal (== != < <= > >=), value & MASK [CMP literal],
            or a value alone (not zero); literals: 4096, 0x80, -1, EINVAL, 1ms,
-           true, false (strings are not supported yet)
+           true, false, \"a string\" (\\\" and \\\\ inside)
+  strings  a `char *` argument == or != a string (equal or not), or ^= one
+           (starts with): filename == \"/etc/passwd\", filename ^= \"/etc/\".
+           Read in the kernel at the call (user or kernel memory, by the
+           pointer, as --args does); literals of up to 63 bytes (64 compared
+           with the NUL), at most 4 different ones per filter; NULL or
+           unreadable equals and starts with nothing. A string compared with
+           a number, a number with a string argument, < or > on strings are
+           errors; a string argument alone tests it is not NULL.
   logic    !, &&, || and parentheses
 Tests on arguments only are decided at the entry (every engine); with ret,
 errno or latency the calls are counted, and their stacks and --args entry
@@ -138,6 +148,11 @@ Examples:
                                              count only the calls that fail with ENOENT
   bpfmux trace --filter 'count > 4096 && ret > 0' vfs_read vfs_write
                                              large reads and writes that succeeded
+  bpfmux trace --args --filter 'filename == \"/etc/passwd\"' do_sys_openat2
+                                             every open of /etc/passwd, decided in the kernel
+  bpfmux trace --filter 'filename ^= \"/etc/\" && ret < 0' do_sys_openat2
+                                             failed opens of files under /etc
+  bpfmux trace --filter 'pgoff > 0' do_mmap  mappings at an offset (pgoff: the 7th argument)
   bpfmux trace --min-latency 10ms --latency 'ext4_*'
                                              only calls of 10 ms or more, with histograms
   bpfmux trace --errors --filter 'errno == EINVAL' 'vfs_*'
@@ -209,7 +224,8 @@ pub struct Args {
     #[arg(short = 'G', long)]
     graph: bool,
     /// Record only the calls this expression passes, decided in the kernel
-    /// (e.g. 'errno == EINVAL', 'count > 4096 && latency > 1ms'; below).
+    /// (e.g. 'errno == EINVAL', 'count > 4096 && latency > 1ms',
+    /// 'filename ^= "/etc/"'; below).
     #[arg(short = 'F', long, value_name = "EXPR", value_parser = parse_filter)]
     filter: Option<trace::filter::Filter>,
     /// Record only the calls that take at least this long (e.g. 10ms, 1.5us;
@@ -853,6 +869,19 @@ pub(super) mod tests {
             ),
             "{text}"
         );
+        let e = parse(&["--filter", "filename == \"/etc/passwd", "f"])
+            .err()
+            .expect("an unterminated string");
+        let text = e.to_string();
+        let caret = format!("\n{}{}\n", " ".repeat(14), "^".repeat(12));
+        assert!(
+            text.contains(
+                "column 13: expected a closing `\"`, found the end\n  filename == \"/etc/passwd"
+            ) && text.contains(&caret),
+            "{text}"
+        );
+        let t = parse(&["--filter", "filename ^= \"/etc/\" && pgoff > 0", "f"]).unwrap();
+        assert!(t.filter().is_some());
         let e = parse(&["--min-latency", "10", "f"]).err().expect("no unit");
         assert!(
             e.to_string()

@@ -100,6 +100,8 @@ const volatile __u32 filter_entry_nops;
 const volatile __u32 filter_exit_nops;
 const volatile struct trace_filter_op filter_entry_ops[TRACE_FILTER_MAX_OPS];
 const volatile struct trace_filter_op filter_exit_ops[TRACE_FILTER_MAX_OPS];
+/* The string literals TRACE_FOP_STR operations compare with (their `value`). */
+const volatile struct trace_filter_str filter_strs[TRACE_FILTER_MAX_STRS];
 
 /* Sizes below are placeholders: the loader sets them from the function set. */
 struct {
@@ -507,10 +509,11 @@ static __always_inline __u64 f_is(__u64 slot, __u64 n)
 }
 
 /*
- * Argument register slot `slot` (0-5) where the program runs. A kprobe
- * program reads every register and keeps one: the verifier takes context
- * reads at constant offsets only (clang would turn a switch into one read
- * at a computed offset).
+ * Argument slot `slot` (0-11) where the program runs. A kprobe program
+ * reads every register and keeps one: the verifier takes context reads at
+ * constant offsets only (clang would turn a switch into one read at a
+ * computed offset); the 7th slot on is on the stack above the return
+ * address, as read_args() finds it.
  */
 static __always_inline __u64 filter_arg(void *ctx, const int kind, __u64 slot)
 {
@@ -521,9 +524,39 @@ static __always_inline __u64 filter_arg(void *ctx, const int kind, __u64 slot)
 		bpf_get_func_arg(ctx, slot, &v);
 		return v;
 	}
+	if (slot >= TRACE_REG_ARGS && slot < TRACE_MAX_ARGS) {
+		/* a failed read leaves 0 */
+		bpf_probe_read_kernel(&v, sizeof(v),
+				      (void *)(regs->sp + 8 * (slot - TRACE_REG_ARGS + 1)));
+		return v;
+	}
 	return (regs->di & -f_is(slot, 0)) | (regs->si & -f_is(slot, 1)) |
 	       (regs->dx & -f_is(slot, 2)) | (regs->cx & -f_is(slot, 3)) |
 	       (regs->r8 & -f_is(slot, 4)) | (regs->r9 & -f_is(slot, 5));
+}
+
+/*
+ * 1 when the string at `p` matches literal `lit` (trace.h): read as
+ * read_strs() reads an event's strings (user memory below the kernel half
+ * of the address space, kernel memory above) with a bound past the bytes
+ * compared, then compared 8 bytes at a time without a branch. NULL or an
+ * unreadable string matches nothing.
+ */
+static __always_inline __u64 filter_str(const volatile struct trace_filter_str *lit, __u64 p)
+{
+	__u64 buf[TRACE_FILTER_STR_READ / 8];
+	__u64 diff = 0;
+	long n;
+
+	if ((__s64)p < 0)
+		n = bpf_probe_read_kernel_str(buf, sizeof(buf), (void *)p);
+	else
+		n = bpf_probe_read_user_str(buf, sizeof(buf), (void *)p);
+#pragma unroll
+	for (int i = 0; i < TRACE_FILTER_STR_WORDS; i++)
+		diff |= (buf[i] ^ lit->word[i]) & lit->mask[i];
+	/* read (n >= 1: its length with the NUL) and no compared byte differs */
+	return (f_nonzero(diff) ^ 1) & (((__u64)n >> 63) ^ 1) & f_nonzero(n);
 }
 
 /*
@@ -552,7 +585,7 @@ static __always_inline __u64 filter_value(const volatile struct trace_filter_op 
 	if (at_exit)
 		v = f_pick(f_nonzero((d & TRACE_FVAR_SLOT_MASK) ^ TRACE_FVAR_RET) ^ 1, ret, v);
 	shift = 64 - (8 << ((d >> TRACE_FVAR_SIZE_SHIFT) & 3));
-	*sgn = (d & TRACE_FVAR_SIGNED) >> 5;
+	*sgn = (d & TRACE_FVAR_SIGNED) >> 6;
 	v <<= shift;
 	return f_pick(*sgn, (__u64)((__s64)v >> shift), v >> shift);
 }
@@ -575,6 +608,11 @@ static __always_inline __u64 filter_step(const volatile struct trace_filter_op *
 		return (s >> 1) & (~1ULL | (s & 1));
 	if (what == TRACE_FOP_OR)
 		return (s >> 1) | (s & 1);
+	if (what == TRACE_FOP_STR) {
+		v = filter_value(op, ff, ctx, kind, at_exit, cookie, ret, start, &sgn, missing);
+		t = filter_str(&filter_strs[op->value & (TRACE_FILTER_MAX_STRS - 1)], v);
+		return (s << 1) | (t ^ (cmp == TRACE_FCMP_NE));
+	}
 	v = filter_value(op, ff, ctx, kind, at_exit, cookie, ret, start, &sgn, missing) & op->mask;
 	if (cmp == TRACE_FCMP_EQ)
 		return (s << 1) | (f_nonzero(v ^ b) ^ 1);

@@ -172,12 +172,27 @@ enum trace_lost {
  */
 #define TRACE_FILTER_MAX_OPS 16
 #define TRACE_FILTER_MAX_VARS 8
+/*
+ * String literals a filter compares `char *` arguments with, and the bytes
+ * compared at most: a literal of up to TRACE_FILTER_STR_LEN - 1 bytes and,
+ * for equality, its NUL. The argument's string is read with a bound
+ * TRACE_FILTER_STR_READ, so the compared bytes are never its cut.
+ */
+#define TRACE_FILTER_MAX_STRS 4
+#define TRACE_FILTER_STR_LEN 64
+#define TRACE_FILTER_STR_WORDS (TRACE_FILTER_STR_LEN / 8)
+#define TRACE_FILTER_STR_READ (TRACE_FILTER_STR_LEN + 8)
 
 enum trace_filter_op_kind {
 	TRACE_FOP_TEST = 1, /* push (value(src) & mask) CMP value */
 	TRACE_FOP_NOT = 2,
 	TRACE_FOP_AND = 3,
 	TRACE_FOP_OR = 4,
+	/*
+	 * push: the string value(src) points at matches literal `value` (cmp
+	 * EQ), or does not (cmp NE); NULL or unreadable matches nothing
+	 */
+	TRACE_FOP_STR = 5,
 };
 
 /* Where a test's value comes from: 0..TRACE_FILTER_MAX_VARS-1 a variable. */
@@ -206,15 +221,25 @@ struct trace_filter_op {
 };
 
 /*
+ * A literal as the program compares it, 8 bytes at a time: a string
+ * matches when (its word ^ word) & mask is 0 for every word. The masks
+ * cover the literal's bytes, and its NUL for equality (not for a prefix).
+ */
+struct trace_filter_str {
+	__u64 word[TRACE_FILTER_STR_WORDS];
+	__u64 mask[TRACE_FILTER_STR_WORDS];
+};
+
+/*
  * A variable as one function has it (map `filter_funcs`, per function):
- * which register slot, its size and signedness. Not PRESENT: the function
+ * which argument slot, its size and signedness. Not PRESENT: the function
  * has no such argument, and the filter never passes its calls.
  */
 #define TRACE_FVAR_PRESENT 0x80
-#define TRACE_FVAR_SIGNED 0x20
-#define TRACE_FVAR_SIZE_SHIFT 3 /* 2 bits: log2 of the size in bytes */
-#define TRACE_FVAR_SLOT_MASK 7  /* 0-5: argument slot, TRACE_FVAR_RET: return value */
-#define TRACE_FVAR_RET 6
+#define TRACE_FVAR_SIGNED 0x40
+#define TRACE_FVAR_SIZE_SHIFT 4 /* 2 bits: log2 of the size in bytes */
+#define TRACE_FVAR_SLOT_MASK 0xf /* 0-11: argument slot, TRACE_FVAR_RET: return value */
+#define TRACE_FVAR_RET 0xf
 
 struct trace_filter_func {
 	__u8 var[TRACE_FILTER_MAX_VARS];

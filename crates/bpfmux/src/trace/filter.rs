@@ -10,8 +10,9 @@
 //! unary   := "!" unary | "(" or ")" | test
 //! test    := value [ "&" number ] [ cmp literal ]
 //! value   := "ret" | "errno" | "latency" | NAME
-//! cmp     := "==" | "!=" | "<" | "<=" | ">" | ">="
+//! cmp     := "==" | "!=" | "<" | "<=" | ">" | ">=" | "^="
 //! literal := number | duration | ERRNO | "true" | "false" | string
+//! string  := '"' ( any character but '"' and '\' | '\"' | '\\' )* '"'
 //! ```
 //!
 //! - `ret`: the return value, as the function's BTF type says (a signed
@@ -24,11 +25,29 @@
 //!   and a unit, `ns`, `us`, `ms` or `s` (`latency > 1ms`, `latency >=
 //!   1.5ms`).
 //! - `NAME`: an argument of the traced function by its BTF parameter name,
-//!   one of its first six (the register arguments), of integer, enum
-//!   (compared as a 32-bit int), bool or pointer type (compared as an
-//!   unsigned 64-bit number; a negative number is its two's complement, so
-//!   `ret == -2` is `ERR_PTR(-ENOENT)`). Signed types compare signed.
-//!   Strings are not supported yet.
+//!   any of its (up to 12) argument slots, the 7th and later (passed on
+//!   the stack) too, of integer, enum (compared as a 32-bit int), bool,
+//!   pointer (compared as an unsigned 64-bit number; a negative number is
+//!   its two's complement, so `ret == -2` is `ERR_PTR(-ENOENT)`) or string
+//!   type. Signed types compare signed.
+//! - Strings: a `char *` or `const char *` argument compares with a string
+//!   literal, and only with one: `filename == "/etc/passwd"` (equal),
+//!   `filename != "/tmp/x"` (not equal), `filename ^= "/etc/"` (starts
+//!   with). The program reads the string at the call, from user memory when
+//!   the pointer is below the kernel's half of the address space (a
+//!   `__user` one), else from kernel memory, as `--args` reads strings; a
+//!   NULL or unreadable string equals nothing and starts with nothing (so
+//!   `!=` passes it). A literal is at most 63 bytes
+//!   ([`MAX_STRING_LITERAL`]): the program compares at most 64 bytes, the
+//!   literal's and, for `==` and `!=`, its NUL, and reads more of the
+//!   string than that, so a longer string never equals a literal by being
+//!   cut. A filter has at most [`MAX_STRING_LITERALS`] different literals.
+//!   `\"` and `\\` are a quote and a backslash in a literal; its other
+//!   characters are their UTF-8 bytes. A string argument alone tests that
+//!   it is not NULL (`filename && ...`); compared with a number it is an
+//!   error, as are a string compared with anything but a `char *`
+//!   argument, a mask on a string, `<`, `<=`, `>` or `>=` on strings, and
+//!   `^=` with anything but a string.
 //! - `value & mask` tests the bits of a mask: alone it is true when any of
 //!   them is set (`flags & 0x80`); with a comparison, the masked value is
 //!   compared (`flags & 0x3 == 0x1`).
@@ -37,7 +56,7 @@
 //! - Numbers: decimal, `0x` hexadecimal, a leading `-`. A number outside
 //!   the range of the argument's type in some function is an error naming
 //!   it, as is a literal of the wrong kind (a duration for `count`, an errno
-//!   name for `ret`).
+//!   name for `ret`, a string for `count`, a number for `filename`).
 //!
 //! `!` binds tighter than `&&`, which binds tighter than `||`. Errors
 //! ([`FilterError`]) give the column of the offending token and what was
@@ -46,11 +65,15 @@
 //! # Functions that differ
 //!
 //! The functions of one run have different parameters. A name resolves per
-//! function to its own argument slot, size and signedness. A function that
-//! lacks an argument the filter names (or has it where the filter cannot
-//! read it: past the sixth, after a struct passed by value) never passes
-//! the filter, whatever the rest of it says; [`CompiledFilter::lacking`]
-//! lists them and why. A name no selected function has is an error.
+//! function to its own argument slot, size and signedness: the slot where
+//! the engine's program finds it ([`crate::trace::Proto::arg_places`]: a
+//! trampoline program in declared order, a struct passed by value taking
+//! two slots; a kprobe program the six argument registers, then the stack
+//! above the return address). A function that lacks an argument the filter
+//! names (or has it where the filter cannot read it: past the 12 slots, or
+//! a struct passed by value) never passes the filter, whatever the rest of
+//! it says; [`CompiledFilter::lacking`] lists them and why. A name no
+//! selected function has is an error.
 //!
 //! # Where the filter is decided
 //!
@@ -69,7 +92,7 @@
 //!
 //! | filter | engines |
 //! |---|---|
-//! | arguments only | every engine, counts with entry programs only |
+//! | arguments only (strings and the 7th and later arguments too) | every engine, counts with entry programs only |
 //! | `ret`, `errno`, `latency` | every engine with an exit side: fsession.multi or fexit.multi (global), fsession.multi (tracing-multi, Linux 7.3+), kprobe.session (kprobe-multi, 6.10+), fexit (fentry-each) |
 //! | an argument in the same `\|\|` or `!` as a `ret`, `errno` or `latency` term, or arguments captured with such a filter | arguments read at the exit: the trampoline engines (global, tracing-multi, fentry-each), not kprobe-multi |
 //!
@@ -84,35 +107,49 @@
 //! without a branch, which keeps the verifier's work linear in their
 //! number.
 //! A map holds, per function, where each named argument (and `ret`) is and
-//! how to widen it ([`MAX_VARS`] of them at most).
+//! how to widen it ([`MAX_VARS`] of them at most). A string test reads the
+//! string its pointer argument points at into the program's stack and
+//! compares it with one of the literals in read-only data, 8 bytes at a
+//! time, without a branch either; which helper reads it (user or kernel
+//! memory) is the one branch.
 
 use std::fmt;
 use std::time::Duration;
 
-use super::btf::{Proto, ValueKind};
+use super::btf::{Format, Proto, ValueKind, MAX_TRAMPOLINE_ARGS};
 use super::errors::{errno_by_name, errno_name, RetClass};
-use super::program::{FilterCode, FILTER_MAX_OPS, FILTER_MAX_VARS};
+use super::program::{
+    FilterCode, FilterStr, FILTER_MAX_OPS, FILTER_MAX_STRS, FILTER_MAX_VARS, FILTER_STR_LEN,
+};
 use super::select::Func;
 
 /// Most operations per side of a call (`TRACE_FILTER_MAX_OPS`, trace.h).
 pub const MAX_OPS: usize = FILTER_MAX_OPS;
 /// Most values read per function: named arguments and `ret` (`TRACE_FILTER_MAX_VARS`).
 pub const MAX_VARS: usize = FILTER_MAX_VARS;
-/// Arguments a filter reads: the first six, passed in registers.
-pub const MAX_ARG: usize = 6;
+/// Argument slots a filter reads: all a trampoline saves, the 7th and later
+/// (on the stack) included; a kprobe program reads the same slots from the
+/// registers and the stack.
+pub const MAX_ARG: usize = MAX_TRAMPOLINE_ARGS;
+/// Different string literals in one filter (`TRACE_FILTER_MAX_STRS`).
+pub const MAX_STRING_LITERALS: usize = FILTER_MAX_STRS;
+/// Bytes of a string literal at most: the program compares at most
+/// [`FILTER_STR_LEN`] bytes, the literal's and its NUL.
+pub const MAX_STRING_LITERAL: usize = FILTER_STR_LEN - 1;
 
 // Encodings shared with trace.h (struct trace_filter_op, trace_filter_func).
 const FOP_TEST: u8 = 1;
 const FOP_NOT: u8 = 2;
 const FOP_AND: u8 = 3;
 const FOP_OR: u8 = 4;
+const FOP_STR: u8 = 5;
 const FSRC_ERRNO: u8 = 8;
 const FSRC_LATENCY: u8 = 9;
 const FVAR_PRESENT: u8 = 0x80;
-const FVAR_SIGNED: u8 = 0x20;
-const FVAR_SIZE_SHIFT: u8 = 3;
-const FVAR_SLOT_MASK: u8 = 7;
-const FVAR_RET: u8 = 6;
+const FVAR_SIGNED: u8 = 0x40;
+const FVAR_SIZE_SHIFT: u8 = 4;
+const FVAR_SLOT_MASK: u8 = 0xf;
+const FVAR_RET: u8 = 0xf;
 /// The largest errno (`MAX_ERRNO`).
 const MAX_ERRNO: i128 = 4095;
 
@@ -221,6 +258,10 @@ pub(crate) enum Cmp {
     Le = 3,
     Gt = 4,
     Ge = 5,
+    /// A string starts with the literal (`^=`).
+    Prefix = 6,
+    /// A string does not start with the literal (`!(s ^= lit)`).
+    NotPrefix = 7,
 }
 
 impl Cmp {
@@ -232,6 +273,7 @@ impl Cmp {
             "<=" => Cmp::Le,
             ">" => Cmp::Gt,
             ">=" => Cmp::Ge,
+            "^=" => Cmp::Prefix,
             _ => return None,
         })
     }
@@ -244,6 +286,8 @@ impl Cmp {
             Cmp::Le => "<=",
             Cmp::Gt => ">",
             Cmp::Ge => ">=",
+            Cmp::Prefix => "^=",
+            Cmp::NotPrefix => "!^=",
         }
     }
 
@@ -256,6 +300,8 @@ impl Cmp {
             Cmp::Ge => Cmp::Lt,
             Cmp::Le => Cmp::Gt,
             Cmp::Gt => Cmp::Le,
+            Cmp::Prefix => Cmp::NotPrefix,
+            Cmp::NotPrefix => Cmp::Prefix,
         }
     }
 }
@@ -293,8 +339,8 @@ impl Token {
     }
 }
 
-const SYMS: [&str; 12] = [
-    "&&", "||", "==", "!=", "<=", ">=", "<", ">", "!", "&", "(", ")",
+const SYMS: [&str; 13] = [
+    "&&", "||", "==", "!=", "<=", ">=", "^=", "<", ">", "!", "&", "(", ")",
 ];
 
 fn lex(text: &str) -> Result<Vec<Token>, FilterError> {
@@ -361,6 +407,7 @@ fn lex(text: &str) -> Result<Vec<Token>, FilterError> {
             let (expected, len) = match (ch, c.get(i + 1)) {
                 ('=', _) => ("`==` (a comparison)", 1),
                 ('|', _) => ("`||` (or)", 1),
+                ('^', _) => ("`^=` (starts with)", 1),
                 ('-', _) => ("a number after `-`", 1),
                 _ => ("a test, an operator or a value", 1),
             };
@@ -432,6 +479,8 @@ pub(crate) struct Test {
     cmp: Cmp,
     value: Value,
     value_span: Span,
+    /// A value alone (`flags`, `!ret`): not zero, no literal written.
+    bare: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -606,6 +655,7 @@ impl Parser<'_> {
                 cmp: Cmp::Ne,
                 value: Value::Int(0),
                 value_span: span,
+                bare: true,
             }));
         };
         self.next();
@@ -615,6 +665,7 @@ impl Parser<'_> {
         }
         let value = self.literal(&t)?;
         self.check_builtin(&what, &value, t.span)?;
+        self.check_string(&value, mask, cmp, op.span, t.span)?;
         Ok(Expr::Test(Test {
             what,
             span,
@@ -622,7 +673,60 @@ impl Parser<'_> {
             cmp,
             value,
             value_span: t.span,
+            bare: false,
         }))
+    }
+
+    /// What a string literal takes, and what `^=` takes: checked before
+    /// the functions are known (whether the argument is a `char *` is
+    /// checked per function when compiled).
+    fn check_string(
+        &self,
+        v: &Value,
+        mask: Option<u64>,
+        cmp: Cmp,
+        cmp_span: Span,
+        span: Span,
+    ) -> Result<(), FilterError> {
+        let mismatch = |at: Span, m: String| Err(self.error(at, FilterErrorKind::TypeMismatch(m)));
+        let written = || -> String {
+            self.chars[span.start..span.start + span.len]
+                .iter()
+                .collect()
+        };
+        match v {
+            Value::Str(_) if mask.is_some() => mismatch(
+                span,
+                "a mask (`&`) applies to numbers; a string compares whole (`==`, `!=`) or by \
+                 its start (`^=`)"
+                    .into(),
+            ),
+            Value::Str(_) if !matches!(cmp, Cmp::Eq | Cmp::Ne | Cmp::Prefix) => mismatch(
+                cmp_span,
+                format!(
+                    "strings compare with `==`, `!=` or `^=` (starts with), not `{}`",
+                    cmp.sym()
+                ),
+            ),
+            Value::Str(s) if s.len() > MAX_STRING_LITERAL => Err(self.error(
+                span,
+                FilterErrorKind::OutOfRange(format!(
+                    "a string literal is at most {MAX_STRING_LITERAL} bytes (the kernel \
+                     compares {FILTER_STR_LEN} with its NUL); this one is {}",
+                    s.len()
+                )),
+            )),
+            Value::Str(_) => Ok(()),
+            _ if cmp == Cmp::Prefix => mismatch(
+                span,
+                format!(
+                    "`^=` (starts with) compares a string argument with a string literal \
+                     (`filename ^= \"/etc/\"`), not `{}`",
+                    written()
+                ),
+            ),
+            _ => Ok(()),
+        }
     }
 
     fn literal(&self, t: &Token) -> Result<Value, FilterError> {
@@ -702,7 +806,7 @@ impl Parser<'_> {
                 written()
             )),
             (Operand::Ret, Value::Str(_)) => {
-                mismatch("ret is a number; a string compares only with a string".into())
+                mismatch("ret is a number; a string compares only with a `char *` argument".into())
             }
             _ => Ok(()),
         }
@@ -867,15 +971,14 @@ impl Filter {
 
     /// The program form for `funcs` (what [`crate::trace::plan`] does
     /// with the selection): every name resolved per function, every literal
-    /// checked against each function's type. `args_at_exit`: the engine
-    /// reads arguments at a function's exit (all but kprobe-multi).
-    pub fn compile(
-        &self,
-        funcs: &[Func],
-        args_at_exit: bool,
-    ) -> Result<CompiledFilter, FilterError> {
+    /// checked against each function's type. `trampoline`: the engine's
+    /// programs are trampoline ones (every engine but kprobe-multi), which
+    /// find arguments in declared order and read them at a function's exit
+    /// too; kprobe-multi's find them in registers, then on the stack, and
+    /// only at the entry.
+    pub fn compile(&self, funcs: &[Func], trampoline: bool) -> Result<CompiledFilter, FilterError> {
         let err = |span: Span, kind| FilterError::at(&self.text, span, kind);
-        if let (false, Some((span, name))) = (args_at_exit, self.exit_arg()) {
+        if let (false, Some((span, name))) = (trampoline, self.exit_arg()) {
             return Err(err(span, FilterErrorKind::ArgumentAtExit(name)));
         }
         let mut terms = self.expr.clone().map_or_else(Vec::new, Expr::conjuncts);
@@ -887,6 +990,7 @@ impl Filter {
                 cmp: Cmp::Ge,
                 value: Value::Ns(ns),
                 value_span: Span::default(),
+                bare: false,
             }));
         }
         let (entry, exit): (Vec<Expr>, Vec<Expr>) = terms.into_iter().partition(Expr::at_entry);
@@ -917,7 +1021,12 @@ impl Filter {
         // Where each function has each variable, or why it has not.
         let places: Vec<Vec<Result<Place, String>>> = funcs
             .iter()
-            .map(|f| names.iter().map(|n| place(&f.proto, n)).collect())
+            .map(|f| {
+                names
+                    .iter()
+                    .map(|n| place(&f.proto, n, !trampoline))
+                    .collect()
+            })
             .collect();
         for (k, name) in names.iter().enumerate() {
             if places.iter().all(|p| p[k].is_err()) {
@@ -951,10 +1060,32 @@ impl Filter {
                 )),
             ));
         }
+        // The string literals, each once (the same bytes compared whole
+        // and as a prefix are two).
+        let mut strs: Vec<FilterStr> = Vec::new();
+        for t in &tests {
+            if let Value::Str(v) = &t.value {
+                let lit = FilterStr {
+                    bytes: v.as_bytes().to_vec(),
+                    prefix: matches!(t.cmp, Cmp::Prefix | Cmp::NotPrefix),
+                };
+                if !strs.contains(&lit) {
+                    if strs.len() == MAX_STRING_LITERALS {
+                        return Err(err(
+                            t.value_span,
+                            FilterErrorKind::TooComplex(format!(
+                                "more than {MAX_STRING_LITERALS} different string literals"
+                            )),
+                        ));
+                    }
+                    strs.push(lit);
+                }
+            }
+        }
         let side = |terms: &[Expr], what: &str| -> Result<Vec<Op>, FilterError> {
             let mut ops = Vec::new();
             for (i, t) in terms.iter().enumerate() {
-                emit(t, false, &names, &mut ops);
+                emit(t, false, &names, &strs, &mut ops);
                 if i > 0 {
                     ops.push(Op::And);
                 }
@@ -1007,6 +1138,7 @@ impl Filter {
             entry: entry_ops,
             exit: exit_ops,
             vars,
+            strs,
             lacking,
         })
     }
@@ -1078,14 +1210,16 @@ fn known_params(funcs: &[Func]) -> String {
     parts.join("; ")
 }
 
-/// Where a function has a variable: its register slot (or the return
-/// value), size in bytes and signedness.
+/// Where a function has a variable: its argument slot (or the return
+/// value), size in bytes and signedness, and whether it is a string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Place {
     slot: u8,
     kind: ValueKind,
     bytes: u8,
     signed: bool,
+    /// A `char *` argument: compared with string literals.
+    string: bool,
 }
 
 impl Place {
@@ -1111,6 +1245,15 @@ impl Place {
             (0, (1i128 << bits) - 1)
         }
     }
+
+    /// How messages name what it is.
+    fn kind_name(&self) -> &'static str {
+        if self.string {
+            "a string (`char *`)"
+        } else {
+            kind_name(self.kind)
+        }
+    }
 }
 
 /// How a kind is named in messages.
@@ -1134,34 +1277,28 @@ fn kind_name(k: ValueKind) -> &'static str {
 }
 
 /// Where `proto` has `name` (an argument, or the return value), or why a
-/// filter cannot read it there.
-fn place(proto: &Proto, name: &Operand) -> Result<Place, String> {
-    let (slot, kind) = match name {
+/// filter cannot read it there: the argument's slot as a kprobe program
+/// (`kprobe`) or a trampoline program finds it.
+fn place(proto: &Proto, name: &Operand, kprobe: bool) -> Result<Place, String> {
+    let (slot, kind, string) = match name {
         Operand::Ret if proto.ret == ValueKind::Void => return Err("returns void".into()),
-        Operand::Ret => (FVAR_RET, proto.ret),
+        Operand::Ret => (FVAR_RET, proto.ret, false),
         Operand::Arg(n) => {
             let i = proto
                 .params
                 .iter()
                 .position(|p| p.name == *n)
                 .ok_or_else(|| format!("no argument `{n}`"))?;
-            if i >= MAX_ARG {
+            let p = &proto.params[i];
+            let at = proto.arg_places(kprobe)[i];
+            if at.slot >= MAX_ARG && p.kind != ValueKind::Aggregate {
                 return Err(format!(
-                    "`{n}` is argument {} (filters read arguments 1 to {MAX_ARG})",
-                    i + 1
+                    "`{n}` is in argument slot {} (filters read slots 1 to {MAX_ARG})",
+                    at.slot + 1
                 ));
             }
-            // A struct passed by value takes one or two registers: the
-            // arguments after it are not in their own slot.
-            if proto.params[..i]
-                .iter()
-                .any(|p| p.kind == ValueKind::Aggregate)
-            {
-                return Err(format!(
-                    "`{n}` comes after a struct passed by value (its register is not known)"
-                ));
-            }
-            (i as u8, proto.params[i].kind)
+            let string = matches!(p.format, Format::Str { .. });
+            (at.slot as u8, p.kind, string)
         }
         _ => return Err(format!("{} is not a variable", name.name())),
     };
@@ -1173,7 +1310,7 @@ fn place(proto: &Proto, name: &Operand) -> Result<Place, String> {
         ValueKind::Enum => (4, true),
         k => {
             return Err(format!(
-                "`{}` is {} (filters compare integers, enums, bools and pointers)",
+                "`{}` is {} (filters compare integers, enums, bools, pointers and strings)",
                 name.name(),
                 kind_name(k)
             ))
@@ -1184,19 +1321,23 @@ fn place(proto: &Proto, name: &Operand) -> Result<Place, String> {
         kind,
         bytes,
         signed,
+        string,
     })
 }
 
 /// Whether test `t`'s literal suits the variable as function `f` has it.
 fn check_value(t: &Test, p: &Place, f: &Func) -> Result<(), FilterErrorKind> {
     let name = t.what.name();
-    let what = || format!("`{name}` is {} in {}", kind_name(p.kind), f.display_name());
+    let what = || format!("`{name}` is {} in {}", p.kind_name(), f.display_name());
     match &t.value {
-        Value::Str(_) if p.kind == ValueKind::Pointer => {
-            Err(FilterErrorKind::NotSupported("comparing strings"))
-        }
+        Value::Str(_) if p.string => Ok(()),
         Value::Str(_) => Err(FilterErrorKind::TypeMismatch(format!(
-            "{}; a string compares only with a string",
+            "{}; a string compares only with a `char *` argument",
+            what()
+        ))),
+        // Alone, a string argument is tested for NULL.
+        _ if p.string && !t.bare => Err(FilterErrorKind::TypeMismatch(format!(
+            "{}: compare it with a string (`{name} == \"...\"`, `{name} ^= \"...\"`)",
             what()
         ))),
         Value::Bool(_) if p.kind != ValueKind::Bool => Err(FilterErrorKind::TypeMismatch(format!(
@@ -1218,8 +1359,9 @@ fn check_value(t: &Test, p: &Place, f: &Func) -> Result<(), FilterErrorKind> {
     }
 }
 
-/// Appends the postfix form of `e` (negated with `not`).
-fn emit(e: &Expr, not: bool, names: &[Operand], ops: &mut Vec<Op>) {
+/// Appends the postfix form of `e` (negated with `not`); string literals
+/// are indexes into `strs`.
+fn emit(e: &Expr, not: bool, names: &[Operand], strs: &[FilterStr], ops: &mut Vec<Op>) {
     match e {
         Expr::Test(t) => {
             let src = match &t.what {
@@ -1227,23 +1369,36 @@ fn emit(e: &Expr, not: bool, names: &[Operand], ops: &mut Vec<Op>) {
                 Operand::Latency => FSRC_LATENCY,
                 other => names.iter().position(|n| n == other).unwrap_or(0) as u8,
             };
+            let cmp = if not { t.cmp.negated() } else { t.cmp };
             let value = match &t.value {
                 Value::Int(v) => *v as i64 as u64,
                 Value::Ns(n) => *n,
                 Value::Bool(b) => u64::from(*b),
-                Value::Str(_) => 0,
+                Value::Str(v) => {
+                    let prefix = matches!(cmp, Cmp::Prefix | Cmp::NotPrefix);
+                    let lit = strs
+                        .iter()
+                        .position(|l| l.prefix == prefix && l.bytes == v.as_bytes())
+                        .unwrap_or(0) as u8;
+                    ops.push(Op::Str {
+                        src,
+                        lit,
+                        not: matches!(cmp, Cmp::Ne | Cmp::NotPrefix),
+                    });
+                    return;
+                }
             };
             ops.push(Op::Test {
                 src,
                 mask: t.mask.unwrap_or(u64::MAX),
-                cmp: if not { t.cmp.negated() } else { t.cmp },
+                cmp,
                 value,
             });
         }
-        Expr::Not(inner) => emit(inner, !not, names, ops),
+        Expr::Not(inner) => emit(inner, !not, names, strs, ops),
         Expr::And(a, b) | Expr::Or(a, b) => {
-            emit(a, false, names, ops);
-            emit(b, false, names, ops);
+            emit(a, false, names, strs, ops);
+            emit(b, false, names, strs, ops);
             ops.push(if matches!(e, Expr::And(..)) {
                 Op::And
             } else {
@@ -1266,6 +1421,14 @@ pub(crate) enum Op {
         cmp: Cmp,
         value: u64,
     },
+    /// Push whether the string `value(src)` points at matches literal
+    /// `lit` (equal to it, or starts with it: the literal says), negated
+    /// with `not`.
+    Str {
+        src: u8,
+        lit: u8,
+        not: bool,
+    },
     Not,
     And,
     Or,
@@ -1281,6 +1444,10 @@ impl Op {
                 cmp,
                 value,
             } => (FOP_TEST, src, cmp as u8, mask, value),
+            Op::Str { src, lit, not } => {
+                let cmp = if not { Cmp::Ne } else { Cmp::Eq };
+                (FOP_STR, src, cmp as u8, 0, u64::from(lit))
+            }
             Op::Not => (FOP_NOT, 0, 0, 0, 0),
             Op::And => (FOP_AND, 0, 0, 0, 0),
             Op::Or => (FOP_OR, 0, 0, 0, 0),
@@ -1307,6 +1474,8 @@ pub struct CompiledFilter {
     pub(crate) exit: Vec<Op>,
     /// Per function, each variable's descriptor (empty: none read).
     pub(crate) vars: Vec<[u8; MAX_VARS]>,
+    /// The string literals, by index.
+    pub(crate) strs: Vec<FilterStr>,
     /// Reads errno: the cookie carries the return class.
     pub(crate) errno: bool,
     lacking: Vec<Lacking>,
@@ -1336,6 +1505,7 @@ impl CompiledFilter {
             entry: self.entry.iter().map(|o| o.encode()).collect(),
             exit: self.exit.iter().map(|o| o.encode()).collect(),
             vars: self.vars.clone(),
+            strs: self.strs.clone(),
         }
     }
 
@@ -1374,6 +1544,21 @@ impl CompiledFilter {
                 };
                 format!("{name}{mask} {} {value}", cmp.sym())
             }
+            Op::Str { src, lit, not } => {
+                let name = self.names.get(usize::from(src)).map_or("?", String::as_str);
+                let (text, prefix) = self
+                    .strs
+                    .get(usize::from(lit))
+                    .map_or((String::from("?"), false), |l| {
+                        (super::output::quote(&l.bytes), l.prefix)
+                    });
+                match (prefix, not) {
+                    (false, false) => format!("{name} == {text}"),
+                    (false, true) => format!("{name} != {text}"),
+                    (true, false) => format!("{name} ^= {text}"),
+                    (true, true) => format!("!({name} ^= {text})"),
+                }
+            }
             Op::Not => "not".into(),
             Op::And => "and".into(),
             Op::Or => "or".into(),
@@ -1390,7 +1575,8 @@ impl fmt::Display for CompiledFilter {
 // ---------------------------------------------------------------- model
 
 /// What one call offers the filter, as the BPF program sees it: raw
-/// registers, the cookie's return class, the function's descriptors.
+/// argument slots, the cookie's return class, the function's descriptors,
+/// the literals, and the memory strings are read from.
 #[cfg(test)]
 pub(crate) struct Call<'a> {
     pub args: [u64; MAX_ARG],
@@ -1398,6 +1584,40 @@ pub(crate) struct Call<'a> {
     pub latency: u64,
     pub class: RetClass,
     pub vars: &'a [u8; MAX_VARS],
+    pub strs: &'a [FilterStr],
+    /// The string a pointer points at (its bytes without the NUL); `None`:
+    /// unreadable.
+    pub memory: &'a dyn Fn(u64) -> Option<Vec<u8>>,
+}
+
+/// trace.bpf.c `filter_str`: the string read with its bound (the bytes
+/// after its NUL are whatever the stack held, zeros when the read failed),
+/// compared word by word under the literal's masks.
+#[cfg(test)]
+fn str_model(lit: &FilterStr, p: u64, memory: &dyn Fn(u64) -> Option<Vec<u8>>) -> u64 {
+    const READ: usize = FILTER_STR_LEN + 8;
+    let mut buf = [0xa5u8; READ];
+    let n: i64 = match (p != 0).then(|| memory(p)).flatten() {
+        Some(bytes) => {
+            let k = bytes.len().min(READ - 1);
+            buf[..k].copy_from_slice(&bytes[..k]);
+            buf[k] = 0;
+            k as i64 + 1
+        }
+        None => {
+            buf = [0; READ];
+            -14
+        }
+    };
+    let (words, masks) = lit.words();
+    let mut diff = 0u64;
+    for i in 0..FILTER_STR_LEN / 8 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&buf[8 * i..8 * i + 8]);
+        diff |= (u64::from_ne_bytes(w) ^ words[i]) & masks[i];
+    }
+    let nonzero = |x: u64| (x.wrapping_neg() | x) >> 63;
+    (nonzero(diff) ^ 1) & (((n as u64) >> 63) ^ 1) & nonzero(n as u64)
 }
 
 /// The BPF program's evaluator (trace.bpf.c `filter_run`), step for step:
@@ -1433,6 +1653,21 @@ pub(crate) fn run_model(ops: &[Op], c: &Call<'_>, at_exit: bool, kprobe_exit: bo
         let (kind, src, cmp, mask, b) = op.encode();
         s = match kind {
             FOP_NOT => s ^ 1,
+            FOP_STR => {
+                let d = u64::from(c.vars[usize::from(src) & (MAX_VARS - 1)]);
+                missing |= ((d & u64::from(FVAR_PRESENT)) >> 7) ^ 1;
+                let slot = (d & u64::from(FVAR_SLOT_MASK)) as usize;
+                let p = if kprobe_exit {
+                    0
+                } else {
+                    c.args.get(slot).copied().unwrap_or(0)
+                };
+                let bit = c
+                    .strs
+                    .get(b as usize)
+                    .map_or(0, |l| str_model(l, p, c.memory));
+                (s << 1) | (bit ^ u64::from(cmp == Cmp::Ne as u8))
+            }
             FOP_AND => (s >> 1) & (!1u64 | (s & 1)),
             FOP_OR => (s >> 1) | (s & 1),
             _ => {
@@ -1454,7 +1689,7 @@ pub(crate) fn run_model(ops: &[Op], c: &Call<'_>, at_exit: bool, kprobe_exit: bo
                             v = pick(nonzero(slot ^ u64::from(FVAR_RET)) ^ 1, c.ret, v);
                         }
                         let shift = 64 - (8u64 << ((d >> FVAR_SIZE_SHIFT) & 3));
-                        sgn = (d & u64::from(FVAR_SIGNED)) >> 5;
+                        sgn = (d & u64::from(FVAR_SIGNED)) >> 6;
                         let v = v << shift;
                         pick(sgn, ((v as i64) >> shift) as u64, v >> shift)
                     }
@@ -1698,6 +1933,8 @@ mod tests {
             ("count & -1", 9, 2, "expected a mask: a number from 0 to 2^64-1 (e.g. `0x80`), found `-1`"),
             ("() || ret", 2, 1, "expected a test (e.g. `ret < 0`, `errno == EINVAL`, `latency > 1ms`, `count > 4096`), found `)`"),
             ("ret == - 1", 8, 1, "expected a number after `-`, found `-`"),
+            ("name ^ \"x\"", 6, 1, "expected `^=` (starts with), found `^`"),
+            ("name == \"/etc/passwd", 9, 12, "expected a closing `\"`, found the end"),
         ];
         each_fails_so(cases);
     }
@@ -1720,9 +1957,9 @@ mod tests {
             ("errno == -22", 10, 3, "out of range: errno is positive (`errno == 22`; or `ret == -22`)"),
             ("errno == 5000", 10, 4, "out of range: errno is 0 to 4095"),
             ("errno & 1", 7, 1, "type mismatch: a mask (`&`) applies to arguments and ret, not to errno"),
-            ("ret == \"x\"", 8, 3, "type mismatch: ret is a number; a string compares only with a string"),
-            ("count == \"x\"", 10, 3, "type mismatch: `count` is an unsigned 64-bit integer in vfs_read; a string compares only with a string"),
-            ("buf == \"/etc/passwd\"", 8, 13, "comparing strings not supported yet"),
+            ("ret == \"x\"", 8, 3, "type mismatch: ret is a number; a string compares only with a `char *` argument"),
+            ("count == \"x\"", 10, 3, "type mismatch: `count` is an unsigned 64-bit integer in vfs_read; a string compares only with a `char *` argument"),
+            ("buf == \"/etc/passwd\"", 8, 13, "type mismatch: `buf` is a pointer in vfs_read; a string compares only with a `char *` argument"),
             ("count > -1", 9, 2, "out of range: -1 is not a value of `count`: `count` is an unsigned 64-bit integer in vfs_read (0 to 18446744073709551615)"),
             ("vnr == 3000000000", 8, 10, "out of range: 3000000000 is not a value of `vnr`: `vnr` is a signed 32-bit integer in find_task (-2147483648 to 2147483647)"),
             ("on == 2", 7, 1, "out of range: 2 is not a value of `on`: `on` is a bool in notify (0 to 1)"),
@@ -1774,30 +2011,51 @@ mod tests {
                 .unwrap_err();
             (e.column, e.kind.to_string())
         };
-        assert_eq!(
-            e("len > 0 && pgoff > 0", std::slice::from_ref(&wide)),
-            (
-                12,
-                "argument `pgoff` cannot be read: `pgoff` is argument 7 (filters read \
-                 arguments 1 to 6) in do_mmap"
-                    .into()
-            )
-        );
-        assert_eq!(
-            e("n == 1", std::slice::from_ref(&after)),
-            (
-                1,
-                "argument `n` cannot be read: `n` comes after a struct passed by value (its \
-                 register is not known) in f"
-                    .into()
-            )
-        );
+        // The 7th argument, on the stack: slot 6 for either kind of program.
+        for trampoline in [true, false] {
+            let c = Filter::parse("len > 0 && pgoff > 0")
+                .unwrap()
+                .compile(std::slice::from_ref(&wide), trampoline)
+                .unwrap();
+            assert_eq!(c.vars[0][1] & FVAR_SLOT_MASK, 6);
+        }
+        // After a struct passed by value (two slots): a trampoline finds
+        // `n` in slot 2, a kprobe program in the register after the struct.
+        let mut after = after;
+        after.proto.params[0].slots = 2;
+        let slot = |trampoline| {
+            let c = Filter::parse("n == 1")
+                .unwrap()
+                .compile(std::slice::from_ref(&after), trampoline)
+                .unwrap();
+            c.vars[0][0] & FVAR_SLOT_MASK
+        };
+        assert_eq!((slot(true), slot(false)), (2, 2));
         assert_eq!(
             e("range == 1", std::slice::from_ref(&after)),
             (
                 1,
                 "argument `range` cannot be read: `range` is a struct or union passed by \
-                 value (filters compare integers, enums, bools and pointers) in f"
+                 value (filters compare integers, enums, bools, pointers and strings) in f"
+                    .into()
+            )
+        );
+        // Past the 12 slots: six 16-byte structs take them all.
+        let past: Vec<(String, ValueKind)> = (0..6)
+            .map(|i| (format!("s{i}"), Aggregate))
+            .chain([("last".to_string(), Signed(32))])
+            .collect();
+        let past: Vec<(&str, ValueKind)> = past.iter().map(|(n, k)| (n.as_str(), *k)).collect();
+        let mut past = func("past", &past, Void);
+        for p in &mut past.proto.params[..6] {
+            p.slots = 2;
+        }
+        assert_eq!(
+            e("last == 1", std::slice::from_ref(&past)),
+            (
+                1,
+                "argument `last` cannot be read: `last` is in argument slot 13 (filters read \
+                 slots 1 to 12) in past"
                     .into()
             )
         );
@@ -1820,17 +2078,23 @@ mod tests {
             )
         );
         // One function has it: the others never pass, and are named.
-        let h = func("h", &[("pgoff", Unsigned(64))], Void);
-        let c = Filter::parse("pgoff > 0")
+        let h = func("h", &[("last", Unsigned(64))], Void);
+        let c = Filter::parse("last > 0")
             .unwrap()
-            .compile(&[wide, h], true)
+            .compile(&[past, h, wide], true)
             .unwrap();
         assert_eq!(
             c.lacking(),
-            [Lacking {
-                index: 0,
-                why: "`pgoff` is argument 7 (filters read arguments 1 to 6)".into()
-            }]
+            [
+                Lacking {
+                    index: 0,
+                    why: "`last` is in argument slot 13 (filters read slots 1 to 12)".into()
+                },
+                Lacking {
+                    index: 2,
+                    why: "no argument `last`".into()
+                }
+            ]
         );
     }
 
@@ -1895,6 +2159,161 @@ mod tests {
         assert_eq!(
             f.compile(&funcs(), false).unwrap().listing(),
             (strs(&["vnr == 5"]), strs(&["ret == 0"]))
+        );
+    }
+
+    /// do_sys_openat2-like (a user string), a kernel-string one, and
+    /// vfs_read and friends (no string).
+    fn string_funcs() -> Vec<Func> {
+        let mut open = func(
+            "do_sys_openat2",
+            &[("dfd", Signed(32)), ("filename", Pointer), ("how", Pointer)],
+            Signed(64),
+        );
+        open.proto.params[1].format = Format::Str { user: true };
+        let mut k = func(
+            "getname_kernel",
+            &[("filename", Pointer), ("len", Unsigned(64))],
+            Pointer,
+        );
+        k.proto.params[0].format = Format::Str { user: false };
+        let mut v = vec![open, k];
+        v.extend(funcs());
+        v
+    }
+
+    fn string_compile(text: &str) -> Result<CompiledFilter, FilterError> {
+        Filter::parse(text)?.compile(&string_funcs(), true)
+    }
+
+    #[test]
+    fn strings_compare_in_the_kernel() {
+        let listing = |text: &str| {
+            string_compile(text)
+                .unwrap_or_else(|e| panic!("{text}: {e}"))
+                .listing()
+        };
+        assert_eq!(
+            listing("filename == \"/etc/passwd\" && dfd < 0"),
+            (
+                strs(&["filename == \"/etc/passwd\"", "dfd < 0", "and"]),
+                vec![]
+            )
+        );
+        assert_eq!(
+            listing("!(filename ^= \"/etc/\") || filename != \"/tmp/x\""),
+            (
+                strs(&["!(filename ^= \"/etc/\")", "filename != \"/tmp/x\"", "or"]),
+                vec![]
+            )
+        );
+        // With the return value: at the exit on trampolines.
+        assert_eq!(
+            listing("filename ^= \"/etc/\" && ret < 0"),
+            (strs(&["filename ^= \"/etc/\""]), strs(&["ret < 0"]))
+        );
+        // Alone: not NULL.
+        assert_eq!(listing("!filename"), (strs(&["filename == 0"]), vec![]));
+        // One literal per bytes and kind: the same text whole and as a prefix is two.
+        let c =
+            string_compile("filename == \"/etc\" || filename != \"/etc\" || filename ^= \"/etc\"")
+                .unwrap();
+        assert_eq!(
+            c.strs,
+            [
+                FilterStr {
+                    bytes: b"/etc".to_vec(),
+                    prefix: false
+                },
+                FilterStr {
+                    bytes: b"/etc".to_vec(),
+                    prefix: true
+                }
+            ]
+        );
+        assert_eq!(c.code().strs, c.strs);
+        // The longest literal fits; where `filename` is in each function.
+        let longest = "x".repeat(MAX_STRING_LITERAL);
+        let c = string_compile(&format!("filename == \"{longest}\"")).unwrap();
+        assert_eq!(c.strs[0].bytes.len(), 63);
+        assert_eq!(c.vars[0][0] & FVAR_SLOT_MASK, 1);
+        assert_eq!(c.vars[1][0] & FVAR_SLOT_MASK, 0);
+        assert_eq!(
+            c.lacking().iter().map(|l| l.index).collect::<Vec<_>>(),
+            [2, 3, 4]
+        );
+        // Escapes.
+        let c = string_compile(r#"filename == "a\"b\\c""#).unwrap();
+        assert_eq!(c.strs[0].bytes, br#"a"b\c"#);
+    }
+
+    #[test]
+    fn string_literals_compare_eight_bytes_at_a_time() {
+        let lit = |b: &[u8], prefix| FilterStr {
+            bytes: b.to_vec(),
+            prefix,
+        };
+        let (w, m) = lit(b"/etc/passwd", false).words();
+        assert_eq!(w[0], u64::from_ne_bytes(*b"/etc/pas"));
+        assert_eq!(w[1], u64::from_ne_bytes(*b"swd\0\0\0\0\0"));
+        assert_eq!(w[2..], [0; 6]);
+        // Equality compares the NUL after the bytes too, a prefix does not.
+        assert_eq!(
+            m[..2],
+            [
+                u64::MAX,
+                u64::from_ne_bytes([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0])
+            ]
+        );
+        let (_, m) = lit(b"/etc/passwd", true).words();
+        assert_eq!(m[1], u64::from_ne_bytes([0xff, 0xff, 0xff, 0, 0, 0, 0, 0]));
+        let (_, m) = lit(b"", true).words();
+        assert_eq!(m, [0; 8], "an empty prefix: every string starts with it");
+        let (_, m) = lit(&[b'x'; 63], false).words();
+        assert_eq!(m, [u64::MAX; 8]);
+    }
+
+    #[test]
+    fn string_errors_point_at_the_token() {
+        let too_long = format!("filename == \"{}\"", "x".repeat(64));
+        let cases: &[(&str, usize, usize, &str)] = &[
+            ("filename == 5", 13, 1, "type mismatch: `filename` is a string (`char *`) in do_sys_openat2: compare it with a string (`filename == \"...\"`, `filename ^= \"...\"`)"),
+            ("dfd > 0 && filename != -1", 24, 2, "type mismatch: `filename` is a string (`char *`) in do_sys_openat2: compare it with a string (`filename == \"...\"`, `filename ^= \"...\"`)"),
+            ("dfd == \"x\"", 8, 3, "type mismatch: `dfd` is a signed 32-bit integer in do_sys_openat2; a string compares only with a `char *` argument"),
+            ("how ^= \"/\"", 8, 3, "type mismatch: `how` is a pointer in do_sys_openat2; a string compares only with a `char *` argument"),
+            ("filename < \"b\"", 10, 1, "type mismatch: strings compare with `==`, `!=` or `^=` (starts with), not `<`"),
+            ("filename >= \"b\"", 10, 2, "type mismatch: strings compare with `==`, `!=` or `^=` (starts with), not `>=`"),
+            ("dfd ^= 5", 8, 1, "type mismatch: `^=` (starts with) compares a string argument with a string literal (`filename ^= \"/etc/\"`), not `5`"),
+            ("filename & 1 == \"x\"", 17, 3, "type mismatch: a mask (`&`) applies to numbers; a string compares whole (`==`, `!=`) or by its start (`^=`)"),
+            ("ret ^= \"x\"", 8, 3, "type mismatch: ret is a number; a string compares only with a `char *` argument"),
+            ("errno == \"x\"", 10, 3, "type mismatch: errno compares with a number or an errno name (EINVAL), not `\"x\"`"),
+            ("latency != \"1ms\"", 12, 5, "type mismatch: latency is a duration (e.g. `10ms`), not `\"1ms\"`"),
+            (&too_long, 13, 66, "out of range: a string literal is at most 63 bytes (the kernel compares 64 with its NUL); this one is 64"),
+            ("filename == \"a\" || filename == \"b\" || filename == \"c\" || filename == \"d\" || filename == \"e\"", 89, 3, "too complex: more than 4 different string literals"),
+            ("filenme == \"/etc\"", 1, 7, "unknown argument `filenme`: no selected function has it (do_sys_openat2(dfd, filename, how); getname_kernel(filename, len); vfs_read(file, buf, count, pos); and 2 more)"),
+        ];
+        for &(text, col, width, msg) in cases {
+            let got = match string_compile(text) {
+                Ok(c) => panic!("{text:?} compiled: {:?}", c.listing()),
+                Err(e) => (e.column, e.width, e.kind.to_string()),
+            };
+            assert_eq!(got, (col, width, msg.to_string()), "{text:?}");
+        }
+        // The same name, a string in one function and an integer in another.
+        let mut mixed = string_funcs();
+        mixed.push(func("h", &[("filename", Signed(32))], Void));
+        let e = Filter::parse("filename ^= \"/etc\"")
+            .unwrap()
+            .compile(&mixed, true)
+            .unwrap_err();
+        assert_eq!(
+            (e.column, e.kind.to_string()),
+            (
+                13,
+                "type mismatch: `filename` is a signed 32-bit integer in h; a string compares \
+                 only with a `char *` argument"
+                    .into()
+            )
         );
     }
 
@@ -1972,10 +2391,11 @@ mod tests {
                 Operand::Ret => (r.ret, func.proto.ret),
                 Operand::Arg(n) => {
                     let i = func.proto.params.iter().position(|p| p.name == *n)?;
-                    if i >= MAX_ARG || func.proto.params[..=i].iter().any(|p| p.kind == Aggregate) {
+                    let at = func.proto.arg_places(false)[i];
+                    if at.slot >= MAX_ARG || func.proto.params[i].kind == Aggregate {
                         return None;
                     }
-                    (r.args[i], func.proto.params[i].kind)
+                    (r.args[at.slot], func.proto.params[i].kind)
                 }
             };
             let v = typed(raw, kind);
@@ -1997,6 +2417,17 @@ mod tests {
             Some(match e {
                 Expr::Test(t) => {
                     let v = value(t, func, r)?;
+                    if let Value::Str(lit) = &t.value {
+                        // NULL or unreadable: equal to nothing, starts with nothing.
+                        let s = memory(v as u64);
+                        let lit = lit.as_bytes();
+                        return Some(match t.cmp {
+                            Cmp::Eq => s.is_some_and(|s| s == lit),
+                            Cmp::Ne => s.is_none_or(|s| s != lit),
+                            Cmp::Prefix => s.is_some_and(|s| s.starts_with(lit)),
+                            _ => s.is_none_or(|s| !s.starts_with(lit)),
+                        });
+                    }
                     let pointer = match &t.what {
                         Operand::Ret => func.proto.ret == Pointer,
                         Operand::Arg(n) => func
@@ -2021,6 +2452,7 @@ mod tests {
                         Cmp::Le => v <= lit,
                         Cmp::Gt => v > lit,
                         Cmp::Ge => v >= lit,
+                        Cmp::Prefix | Cmp::NotPrefix => return None,
                     }
                 }
                 Expr::Not(e) => !eval(e, func, r)?,
@@ -2050,6 +2482,8 @@ mod tests {
             latency: r.latency,
             class: RetClass::of(func.proto.ret),
             vars: c.vars.get(i).unwrap_or(&none),
+            strs: &c.strs,
+            memory: &memory,
         };
         run_model(&c.entry, &call, false, false) && run_model(&c.exit, &call, true, kprobe)
     }
@@ -2081,7 +2515,53 @@ mod tests {
         "on == false || how > 7",
         "buf == 0 || file != 0",
         "pos > 0x7fffffffffffffff",
+        // Strings, and arguments on the stack.
+        "name == \"/etc/passwd\"",
+        "name != \"/etc/passwd\" && dfd < 0",
+        "name ^= \"/etc/\"",
+        "!(name ^= \"/etc/\") || other == \"\"",
+        "name == \"/etc/passwd\" || name ^= \"/etc/passwd\" || name ^= \"/tmp\"",
+        "!(name != \"/tmp/x\" && other ^= \"\")",
+        "name && !other",
+        "name == \"0123456789012345678901234567890123456789012345678901234567890ab\"",
+        "name ^= \"0123456789012345678901234567890123456789012345678901234567890ab\"",
+        "pgoff == 5 && seventh < -1",
+        "tenth & 0xff == 0x7f || name == \"/tmp/x\"",
     ];
+
+    /// Strings at known pointers (user and kernel ones), the rest
+    /// unreadable: what [`Call::memory`] reads in the model.
+    const STRINGS: &[(u64, &str)] = &[
+        (0x1000, "/etc/passwd"),
+        (0x1008, "/etc/passwd2"),
+        (0x1010, "/etc/"),
+        (0x1018, "/etc"),
+        (0x1020, ""),
+        (0xffff_8880_0000_1000, "/tmp/x"),
+        (0xffff_8880_0000_1008, "/etc/passwd"),
+        // 63 bytes: the longest literal, whole.
+        (
+            0xffff_8880_0000_1010,
+            "0123456789012345678901234567890123456789012345678901234567890ab",
+        ),
+        // 64 and 100 bytes starting with it: equal to no literal.
+        (
+            0xffff_8880_0000_1018,
+            "0123456789012345678901234567890123456789012345678901234567890abc",
+        ),
+        (
+            0xffff_8880_0000_1020,
+            "0123456789012345678901234567890123456789012345678901234567890ab\
+             0123456789012345678901234567890123456",
+        ),
+    ];
+
+    fn memory(p: u64) -> Option<Vec<u8>> {
+        STRINGS
+            .iter()
+            .find(|(at, _)| *at == p)
+            .map(|(_, s)| s.as_bytes().to_vec())
+    }
 
     /// Functions of every kind the filters above read.
     fn model_funcs() -> Vec<Func> {
@@ -2108,6 +2588,39 @@ mod tests {
             Unsigned(32),
         ));
         v.push(func("flag", &[("on", Bool), ("how", Enum)], Bool));
+        // Strings, and twelve arguments (six on the stack).
+        let mut open = func(
+            "open",
+            &[
+                ("dfd", Signed(32)),
+                ("name", Pointer),
+                ("a2", Unsigned(64)),
+                ("a3", Unsigned(64)),
+                ("a4", Unsigned(64)),
+                ("other", Pointer),
+                ("pgoff", Unsigned(64)),
+                ("seventh", Signed(64)),
+                ("a8", Unsigned(64)),
+                ("tenth", Unsigned(16)),
+                ("a10", Unsigned(64)),
+                ("a11", Unsigned(64)),
+            ],
+            Signed(32),
+        );
+        for i in [1, 5] {
+            open.proto.params[i].format = Format::Str { user: false };
+        }
+        v.push(open);
+        // The same names elsewhere, other slots, a string that is not one.
+        let mut short = func(
+            "short",
+            &[("other", Pointer), ("name", Pointer), ("dfd", Signed(64))],
+            Void,
+        );
+        for i in [0, 1] {
+            short.proto.params[i].format = Format::Str { user: true };
+        }
+        v.push(short);
         v
     }
 
@@ -2133,8 +2646,14 @@ mod tests {
             Just(1_000u64),
             Just(999u64),
         ];
-        (proptest::array::uniform6(word.clone()), word, latency)
-            .prop_map(|(args, ret, latency)| Raw { args, ret, latency })
+        // Pointers at strings, and NULL, for the string arguments.
+        let strings: Vec<u64> = STRINGS.iter().map(|(p, _)| *p).chain([0]).collect();
+        let arg = prop_oneof![word.clone(), proptest::sample::select(strings)];
+        (proptest::array::uniform12(arg), word, latency).prop_map(|(args, ret, latency)| Raw {
+            args,
+            ret,
+            latency,
+        })
     }
 
     proptest! {
@@ -2261,8 +2780,33 @@ mod tests {
                 Signed(64),
             ),
             func("find_task", &[("vnr", Signed(32)), ("how", Enum)], Pointer),
+            {
+                let mut f = func(
+                    "do_mmap_like",
+                    &[
+                        ("name", Pointer),
+                        ("a1", Unsigned(64)),
+                        ("a2", Unsigned(64)),
+                        ("a3", Unsigned(64)),
+                        ("a4", Unsigned(64)),
+                        ("a5", Unsigned(64)),
+                        ("pgoff", Unsigned(64)),
+                        ("tag", Pointer),
+                    ],
+                    Signed(32),
+                );
+                f.proto.params[0].format = Format::Str { user: true };
+                f.proto.params[7].format = Format::Str { user: false };
+                f
+            },
         ];
         let filters = [
+            "name == \"/etc/passwd\"",
+            "pgoff == 5 && tag ^= \"/etc/\"",
+            // Four literals, strings on the stack, sixteen operations.
+            "name != \"a\" && !(name ^= \"b\") && (tag == \"c\" || tag ^= \"d\") && pgoff > 3 \
+             && name && count != 1 && vnr != 2",
+            "(name == \"/etc/passwd\" || pgoff == 7) && ret < 0",
             "count > 4096",
             "vnr < 0 || how & 0x3 == 2",
             "errno == ESRCH",

@@ -121,6 +121,45 @@ pub const FILTER_MAX_VARS: usize = 8;
 /// (kind, src, cmp, mask, value) of `struct trace_filter_op`.
 pub type FilterOp = (u8, u8, u8, u64, u64);
 
+/// Most string literals a filter compares with (`TRACE_FILTER_MAX_STRS`).
+pub const FILTER_MAX_STRS: usize = 4;
+/// Bytes a string test compares at most: a literal and, for equality, its
+/// NUL (`TRACE_FILTER_STR_LEN`).
+pub const FILTER_STR_LEN: usize = 64;
+
+/// A string literal of a filter (`struct trace_filter_str`): its bytes,
+/// and whether a string matches by starting with them (else by equal to
+/// them: the NUL after them is compared too).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterStr {
+    /// At most [`FILTER_STR_LEN`] - 1 bytes.
+    pub bytes: Vec<u8>,
+    /// A prefix: the bytes only.
+    pub prefix: bool,
+}
+
+impl FilterStr {
+    /// The words and masks trace.h compares with: the bytes, zero-padded,
+    /// 8 to a word; a mask byte of 0xff for each byte compared.
+    pub(crate) fn words(&self) -> ([u64; FILTER_STR_LEN / 8], [u64; FILTER_STR_LEN / 8]) {
+        let compared = (self.bytes.len() + usize::from(!self.prefix)).min(FILTER_STR_LEN);
+        let (mut w, mut m) = ([0u8; FILTER_STR_LEN], [0u8; FILTER_STR_LEN]);
+        for (d, b) in w.iter_mut().zip(&self.bytes) {
+            *d = *b;
+        }
+        m[..compared].fill(0xff);
+        let word = |b: &[u8; FILTER_STR_LEN], i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[8 * i..8 * i + 8]);
+            u64::from_ne_bytes(a)
+        };
+        (
+            std::array::from_fn(|i| word(&w, i)),
+            std::array::from_fn(|i| word(&m, i)),
+        )
+    }
+}
+
 /// A filter as the BPF object takes it (compiled by [`super::filter`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FilterCode {
@@ -130,6 +169,8 @@ pub struct FilterCode {
     pub exit: Vec<FilterOp>,
     /// Per function, its variables' descriptors (empty: it reads none).
     pub vars: Vec<[u8; FILTER_MAX_VARS]>,
+    /// The string literals string tests compare with, by index.
+    pub strs: Vec<FilterStr>,
 }
 
 pub const HIST_BUCKETS: usize = 32;
@@ -442,6 +483,16 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> Resu
         ro.filter_vars = !f.vars.is_empty();
         ro.filter_entry_nops = write_ops(&mut ro.filter_entry_ops, &f.entry)?;
         ro.filter_exit_nops = write_ops(&mut ro.filter_exit_ops, &f.exit)?;
+        if f.strs.len() > ro.filter_strs.len() {
+            return Err(Error::Broken(format!(
+                "a filter of {} string literals (at most {})",
+                f.strs.len(),
+                ro.filter_strs.len()
+            )));
+        }
+        for (slot, lit) in ro.filter_strs.iter_mut().zip(&f.strs) {
+            (slot.word, slot.mask) = lit.words();
+        }
     }
     // The section may end before the struct's trailing padding: copy the
     // bytes that exist (every field is inside the section).
