@@ -156,6 +156,7 @@ fn event(kind: EventKind, ts_ns: u64, duration_ns: u64) -> Event {
         args: vec![],
         strings: vec![],
         symbols: Default::default(),
+        pointees: Default::default(),
         ret: 91,
         duration_ns,
         tgid: 91,

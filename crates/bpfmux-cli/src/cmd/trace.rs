@@ -47,6 +47,17 @@ trampoline engines from the program's context (up to 12 slots), kprobe-multi
 from the stack above the return address; only trampoline engines read them again
 at the exit (--args with a filter on ret, errno or latency).
 
+--args-depth N (1 to 3) also prints the struct (or union) each pointer argument points
+at, after the pointer, as its fields: `how=0xffff888004a1bd40 {flags=32768,
+mode=0, resolve=0}`, read by the program at the call (user or kernel memory by
+the pointer, as strings). Fields print by their BTF types (integers, bitfields,
+enums by name, bools, pointers, char arrays as strings, embedded structs two
+levels deep, arrays of scalars); N=2 and 3 follow the pointer fields of what was
+read to the structs they point at, breadth first (1: the arguments' only). A call reads at most 8 structs
+and --args-size bytes of them in all (default 64): a struct cut there ends in
+`...`; one that cannot be read prints `(unreadable: EFAULT)`. Without
+--args-depth pointers print as addresses only.
+
 --errors keeps each thread's traced calls in flight (32 deep; deeper ones are
 counted and said) and prints every chain of them that ends in an error: a call
 returning -errno (functions returning a signed integer) or NULL / ERR_PTR
@@ -137,6 +148,10 @@ Examples:
   bpfmux trace --args vfs_read vfs_write     each call with arguments and return value
   bpfmux trace --args -c 'cat /etc/hostname' do_sys_openat2
                                              the file names cat opens, as strings
+  bpfmux trace --args --args-depth 1 -c 'cat /etc/hostname' do_sys_openat2
+                                             the same, with the struct open_how's fields
+  bpfmux trace --args --args-depth 2 --args-size 256 vfs_read
+                                             struct file's fields, and what its pointers point at
   bpfmux trace --stacks __x64_sys_openat --comm bash
                                              who calls it, kernel and user stacks
   bpfmux trace -c 'ls -l /' 'ksys_*' --json  trace one command, JSON lines out
@@ -198,10 +213,16 @@ pub struct Args {
     #[arg(short, long)]
     args: bool,
     /// With --args, read at most this many bytes of each `char *` argument,
-    /// its NUL included (1 to 1024, rounded up to a multiple of 8;
-    /// default 64).
+    /// its NUL included, and with --args-depth of the structs of one call
+    /// in all (1 to 1024, rounded up to a multiple of 8; default 64).
     #[arg(long, value_name = "BYTES", requires = "args", value_parser = clap::value_parser!(u16).range(1..=1024))]
     args_size: Option<u16>,
+    /// With --args, print the structs that pointer arguments point at as
+    /// their fields, read at the call: N=1 those of the arguments, 2 also
+    /// those their pointer fields point at, up to 3; at most 8 structs and
+    /// --args-size bytes per call (default: pointers as addresses only).
+    #[arg(long, value_name = "N", requires = "args", value_parser = clap::value_parser!(u8).range(1..=3))]
+    args_depth: Option<u8>,
     /// Count kernel and user stacks per call site, print the busiest at the end.
     #[arg(short, long)]
     stacks: bool,
@@ -412,6 +433,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         latency: args.latency,
         capture: args.args || exports.wants_events(),
         string_size: args.args_size.map(usize::from),
+        pointee_depth: args.args_depth.unwrap_or(0),
         kstack: args.stacks,
         ustack: args.stacks,
         user_stacks_at_end: args.stacks_at_end,
@@ -634,6 +656,7 @@ pub(super) mod tests {
             skipped_engines: vec![(EngineKind::Global, "not this kernel".into())],
             select_time: Duration::from_micros(81_250),
             filter: None,
+            pointees: Default::default(),
         }
     }
 
@@ -975,5 +998,27 @@ pub(super) mod tests {
             .err()
             .expect("needs --args");
         assert!(e.to_string().contains("--args"), "{e}");
+        // --args-depth: 1 to 3, with --args.
+        let depth = |a: &[&str]| parse(a).map(|t| t.args_depth);
+        assert_eq!(depth(&["--args", "f"]).ok(), Some(None));
+        assert_eq!(
+            depth(&["--args", "--args-depth", "1", "f"]).ok(),
+            Some(Some(1))
+        );
+        assert_eq!(
+            depth(&["--args", "--args-depth", "3", "f"]).ok(),
+            Some(Some(3))
+        );
+        assert_eq!(
+            depth(&["--args", "--args-depth=2", "f"]).ok(),
+            Some(Some(2))
+        );
+        for bad in ["0", "4"] {
+            assert!(
+                depth(&["--args", "--args-depth", bad, "f"]).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(depth(&["--args-depth", "1", "f"]).is_err(), "needs --args");
     }
 }

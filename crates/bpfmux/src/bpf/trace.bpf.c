@@ -76,6 +76,12 @@ const volatile bool want_errors;
  * TRACE_STR_MAX; 0: no captured function has a string argument).
  */
 const volatile __u32 event_str_size;
+/*
+ * Pointee budget of an entry event (--args-depth; a multiple of 8, 0: off):
+ * its area is twice that, so that a read of at most this many bytes at an
+ * offset below it stays in the record whatever the verifier knows of both.
+ */
+const volatile __u32 event_deref_size;
 /* Count calls per path of traced callers (call stacks on every engine). */
 const volatile bool want_graph;
 /*
@@ -158,6 +164,14 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
+
+/* The pointee reads per captured function (trace.h), with --args-depth. */
+struct {
+	__uint(type, MAP_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct trace_deref_func);
+} deref_funcs SEC(".maps");
 
 /* The filter's variables per function (trace.h), when it has any. */
 struct {
@@ -411,9 +425,50 @@ static __always_inline void read_strs(__u64 cookie, struct trace_entry_event *e)
 }
 
 /*
+ * The pointee reads of the event's function, in order, into the area after
+ * the strings: each from an argument slot or from a pointer an earlier read
+ * brought (a failed read leaves zeros, so the reads under it fail too).
+ * User memory below the kernel half of the address space, kernel memory
+ * above, as for strings.
+ */
+static __always_inline void read_derefs(struct trace_entry_event *e)
+{
+	char *area = e->data + TRACE_MAX_STRS * event_str_size;
+	struct trace_deref_func *df;
+	__u32 func = e->h.func;
+
+	if (!event_deref_size)
+		return;
+	df = bpf_map_lookup_elem(&deref_funcs, &func);
+	if (!df)
+		return;
+	for (int i = 0; i < TRACE_MAX_DEREFS; i++) {
+		struct trace_deref *r = &df->r[i];
+		__u32 dst = r->dst, len = r->len, at = r->at, from = r->from;
+		__u64 p;
+
+		if (!len || dst >= event_deref_size || len > event_deref_size)
+			break;
+		if (from & TRACE_DEREF_FIELD) {
+			if (at > event_deref_size - 8)
+				break;
+			p = *(__u64 *)(area + at);
+		} else {
+			if (from >= TRACE_MAX_ARGS)
+				break;
+			p = e->args[from];
+		}
+		if ((__s64)p < 0)
+			e->deref_ret[i] = bpf_probe_read_kernel(area + dst, len, (void *)p);
+		else
+			e->deref_ret[i] = bpf_probe_read_user(area + dst, len, (void *)p);
+	}
+}
+
+/*
  * An entry event: its argument slots (`args_here`: the program can read
- * them; a kprobe program at the exit cannot) and strings. ts: when the call
- * entered.
+ * them; a kprobe program at the exit cannot), strings and pointees. ts:
+ * when the call entered.
  */
 static __always_inline void emit_entry(void *ctx, const int kind, bool args_here, __u64 cookie,
 				       __u64 ts)
@@ -421,7 +476,8 @@ static __always_inline void emit_entry(void *ctx, const int kind, bool args_here
 	__u32 n = (cookie & TRACE_COOKIE_NARGS_MASK) >> TRACE_COOKIE_NARGS_SHIFT;
 	struct trace_entry_event *e;
 
-	e = bpf_ringbuf_reserve(&events, sizeof(*e) + TRACE_MAX_STRS * event_str_size, 0);
+	e = bpf_ringbuf_reserve(&events,
+				sizeof(*e) + TRACE_MAX_STRS * event_str_size + 2 * event_deref_size, 0);
 	if (!e) {
 		count_lost(TRACE_LOST_EVENTS);
 		return;
@@ -433,8 +489,16 @@ static __always_inline void emit_entry(void *ctx, const int kind, bool args_here
 		n = 0;
 	read_args(ctx, kind, n, e->args);
 	e->h.nargs = n;
-	if (n)
+	e->str_size = event_str_size;
+	e->deref_size = event_deref_size;
+	e->_pad = 0;
+#pragma unroll
+	for (int i = 0; i < TRACE_MAX_DEREFS; i++)
+		e->deref_ret[i] = 1;
+	if (n) {
 		read_strs(cookie, e);
+		read_derefs(e);
+	}
 	bpf_ringbuf_submit(e, 0);
 }
 

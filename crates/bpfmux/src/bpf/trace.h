@@ -19,6 +19,11 @@
 /* Strings (`char *` arguments) read per call, and the largest bound of one. */
 #define TRACE_MAX_STRS 2
 #define TRACE_STR_MAX 1024
+/*
+ * Pointee reads per call (--args-depth): the structs pointer arguments point
+ * at, and those their pointer fields point at, into the event's pointee area.
+ */
+#define TRACE_MAX_DEREFS 8
 /* Nesting depth remembered per thread when entry and exit are two programs. */
 #define TRACE_MAX_DEPTH 32
 
@@ -63,11 +68,12 @@ enum trace_event_kind {
 /*
  * Per-call events (ring buffer `events`). Every record starts with a
  * struct trace_event; an exit is only that, an entry is a struct
- * trace_entry_event followed by nstrs string buffers of the loader's
- * `event_str_size` bytes each. Bump TRACE_EVENT_VERSION with any change:
- * src/trace/events.rs reads only the version it knows.
+ * trace_entry_event followed by nstrs string buffers of str_size bytes
+ * each, then the pointee area (2 * deref_size bytes). Bump
+ * TRACE_EVENT_VERSION with any change: src/trace/events.rs reads only the
+ * version it knows.
  */
-#define TRACE_EVENT_VERSION 2
+#define TRACE_EVENT_VERSION 3
 
 struct trace_event {
 	__u64 ts_ns;
@@ -96,13 +102,39 @@ struct trace_entry_event {
 	/* trampolines: bpf_get_func_arg() order; kprobes: 6 registers, then the stack */
 	__u64 args[TRACE_MAX_ARGS];
 	struct trace_event_str strs[TRACE_MAX_STRS];
-	char data[]; /* string i at data + i * event_str_size */
+	__u16 str_size;   /* bytes of each string buffer */
+	__u16 deref_size; /* the pointee budget; the area after the strings is twice that */
+	__u32 _pad;
+	/* pointee read i (trace_deref_func): 0 read, -errno failed, 1 not made */
+	__s32 deref_ret[TRACE_MAX_DEREFS];
+	/* string i at data + i * str_size; the pointee area after the strings */
+	char data[];
 };
 
 /* src/trace/events.rs decodes these layouts (EVENT_SIZE, ENTRY_SIZE). */
 _Static_assert(sizeof(struct trace_event) == 56, "trace_event layout changed");
-_Static_assert(sizeof(struct trace_entry_event) == 56 + 8 * TRACE_MAX_ARGS + 8 * TRACE_MAX_STRS,
+_Static_assert(sizeof(struct trace_entry_event) ==
+		       56 + 8 * TRACE_MAX_ARGS + 8 * TRACE_MAX_STRS + 8 + 4 * TRACE_MAX_DEREFS,
 	       "trace_entry_event layout changed");
+
+/*
+ * One pointee read of a captured function (map `deref_funcs`, per function;
+ * src/trace/pointee.rs plans them): `len` bytes to area + `dst` from the
+ * pointer in argument slot `from`, or (from & TRACE_DEREF_FIELD) from the
+ * pointer at area + `at`, a field of an earlier read. len 0: no more reads.
+ */
+#define TRACE_DEREF_FIELD 0x80
+struct trace_deref {
+	__u8 from;
+	__u8 _pad;
+	__u16 at;
+	__u16 dst;
+	__u16 len;
+};
+
+struct trace_deref_func {
+	struct trace_deref r[TRACE_MAX_DEREFS];
+};
 
 /* Key of the stack aggregation: who called which function from where. */
 struct trace_stack_key {

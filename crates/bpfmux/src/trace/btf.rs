@@ -19,6 +19,7 @@ use crate::features::KernelBtf;
 
 const KIND_INT: u32 = 1;
 const KIND_PTR: u32 = 2;
+const KIND_ARRAY: u32 = 3;
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_ENUM: u32 = 6;
@@ -205,6 +206,54 @@ impl Proto {
     }
 }
 
+/// A struct or union as a pointee prints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StructType {
+    /// Its BTF name (empty for an anonymous one).
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u32,
+    /// Its fields, anonymous members' in their place.
+    pub fields: Vec<Field>,
+}
+
+/// One field of a [`StructType`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Field {
+    pub name: String,
+    /// Offset in bits from the start of the outermost struct read.
+    pub bit_off: u32,
+    /// Bits of a bitfield; 0: the whole type.
+    pub bits: u32,
+    pub ty: FieldType,
+}
+
+/// How a field's bytes print.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FieldType {
+    Int {
+        bytes: u8,
+        signed: bool,
+    },
+    Bool,
+    Enum(Arc<Enumerators>),
+    /// `to`: the struct it points at (a read at the next depth, `--args-depth`).
+    Pointer {
+        to: Option<u32>,
+    },
+    /// `char name[N]`: a string up to its NUL.
+    Chars(u32),
+    Array {
+        elem: Box<FieldType>,
+        elem_size: u32,
+        len: u32,
+    },
+    /// An embedded struct or union.
+    Struct(Arc<StructType>),
+    /// Printed as `?`: floats, structs nested too deep; its size.
+    Opaque(u32),
+}
+
 /// One BTF object: vmlinux or a module's split BTF on top of it.
 pub struct BtfObj {
     ptr: NonNull<libbpf_sys::btf>,
@@ -361,9 +410,22 @@ impl RawType {
         let p = unsafe { &*(self.ptr.add(1) as *const libbpf_sys::btf_param).add(i) };
         (p.name_off, p.type_)
     }
-    /// The kind flag: for an enum, whether its values are signed.
+    /// The kind flag: for an enum, whether its values are signed; for a
+    /// struct or union, whether member offsets carry bitfield sizes.
     fn kflag(self) -> bool {
         self.info() >> 31 != 0
+    }
+    /// (name_off, type, offset) of member `i` of a STRUCT or UNION.
+    fn member(self, i: usize) -> (u32, u32, u32) {
+        // SAFETY: a STRUCT/UNION is followed by vlen btf_members; i < vlen.
+        let m = unsafe { &*(self.ptr.add(1) as *const libbpf_sys::btf_member).add(i) };
+        (m.name_off, m.type_, m.offset)
+    }
+    /// (element type, number of elements) of an ARRAY.
+    fn array(self) -> (u32, u32) {
+        // SAFETY: an ARRAY is followed by one btf_array.
+        let a = unsafe { &*(self.ptr.add(1) as *const libbpf_sys::btf_array) };
+        (a.type_, a.nelems)
     }
     /// (name_off, value) of enumerator `i` of an ENUM or ENUM64, its value
     /// read as the kind flag says (signed or not).
@@ -546,6 +608,158 @@ impl BtfObj {
             .clone()
     }
 
+    /// The struct or union (its id) a value of type `id` points at, when
+    /// it is a pointer to one of a known, non-zero size.
+    pub(crate) fn pointee_struct(&self, id: u32) -> Option<u32> {
+        let t = self.resolve(id)?;
+        if t.kind() != KIND_PTR {
+            return None;
+        }
+        let mut to = t.size_or_type();
+        for _ in 0..32 {
+            let u = self.ty(to)?;
+            match u.kind() {
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    to = u.size_or_type();
+                }
+                KIND_STRUCT | KIND_UNION if u.size_or_type() > 0 => return Some(to),
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// Per parameter of FUNC `id`, the struct it points at
+    /// ([`Self::pointee_struct`]).
+    pub(crate) fn param_pointees(&self, id: u32) -> Vec<Option<u32>> {
+        let Some(proto) = self
+            .ty(id)
+            .filter(|t| t.kind() == KIND_FUNC)
+            .and_then(|t| self.ty(t.size_or_type()))
+            .filter(|t| t.kind() == KIND_FUNC_PROTO)
+        else {
+            return Vec::new();
+        };
+        (0..proto.vlen())
+            .map(|i| self.pointee_struct(proto.param(i).1))
+            .collect()
+    }
+
+    /// The layout of struct or union `id` as a pointee prints: its fields
+    /// (those of anonymous members in their place), structs embedded in it
+    /// to `nest` more levels (deeper ones opaque).
+    pub(crate) fn struct_layout(&self, id: u32, nest: u8) -> Option<StructType> {
+        let t = self.resolve(id)?;
+        if !matches!(t.kind(), KIND_STRUCT | KIND_UNION) {
+            return None;
+        }
+        let mut fields = Vec::new();
+        self.members(t, 0, nest, &mut fields);
+        Some(StructType {
+            name: self.name(t.name_off()).to_string(),
+            size: t.size_or_type(),
+            fields,
+        })
+    }
+
+    /// The members of struct/union `t` at `base` bits into the outer one.
+    fn members(&self, t: RawType, base: u32, nest: u8, out: &mut Vec<Field>) {
+        for i in 0..t.vlen() {
+            let (name_off, ty, off) = t.member(i);
+            let (bit_off, bits) = if t.kflag() {
+                (off & 0xff_ffff, off >> 24)
+            } else {
+                (off, 0)
+            };
+            let name = self.name(name_off);
+            let resolved = self.resolve(ty);
+            // An anonymous struct or union: its members are the outer one's.
+            if name.is_empty() {
+                if let Some(inner) =
+                    resolved.filter(|r| matches!(r.kind(), KIND_STRUCT | KIND_UNION))
+                {
+                    self.members(inner, base + bit_off, nest, out);
+                    continue;
+                }
+            }
+            out.push(Field {
+                name: name.to_string(),
+                bit_off: base + bit_off,
+                bits,
+                ty: self.field_type(ty, nest),
+            });
+        }
+    }
+
+    /// How a member of type `id` prints.
+    fn field_type(&self, id: u32, nest: u8) -> FieldType {
+        let Some(t) = self.resolve(id) else {
+            return FieldType::Opaque(0);
+        };
+        match t.kind() {
+            KIND_INT => {
+                let enc = t.int_encoding();
+                let bytes = t.size_or_type().min(8) as u8;
+                match (enc >> 24) & 0xf {
+                    e if e & 4 != 0 => FieldType::Bool,
+                    e => FieldType::Int {
+                        bytes,
+                        signed: e & 1 != 0,
+                    },
+                }
+            }
+            KIND_ENUM | KIND_ENUM64 => FieldType::Enum(self.enumerators(id, t)),
+            KIND_PTR => FieldType::Pointer {
+                to: self.pointee_struct(id),
+            },
+            KIND_ARRAY => {
+                let (elem, n) = t.array();
+                let elem_size = self.size_of(elem);
+                match self.resolve(elem) {
+                    Some(e)
+                        if e.kind() == KIND_INT
+                            && e.size_or_type() == 1
+                            && self.name(e.name_off()) == "char" =>
+                    {
+                        FieldType::Chars(n)
+                    }
+                    _ => FieldType::Array {
+                        elem: Box::new(self.field_type(elem, 0)),
+                        elem_size,
+                        len: n,
+                    },
+                }
+            }
+            KIND_STRUCT | KIND_UNION if nest > 0 => self
+                .struct_layout(id, nest - 1)
+                .map_or(FieldType::Opaque(t.size_or_type()), |s| {
+                    FieldType::Struct(Arc::new(s))
+                }),
+            KIND_STRUCT | KIND_UNION => FieldType::Opaque(t.size_or_type()),
+            _ => FieldType::Opaque(self.size_of(id)),
+        }
+    }
+
+    /// The size of type `id` in bytes (0 when BTF has none).
+    fn size_of(&self, id: u32) -> u32 {
+        match self.resolve(id) {
+            Some(t) if t.kind() == KIND_PTR => 8,
+            Some(t) if t.kind() == KIND_ARRAY => {
+                let (elem, n) = t.array();
+                self.size_of(elem).saturating_mul(n)
+            }
+            Some(t)
+                if matches!(
+                    t.kind(),
+                    KIND_INT | KIND_STRUCT | KIND_UNION | KIND_ENUM | KIND_ENUM64
+                ) =>
+            {
+                t.size_or_type()
+            }
+            _ => 0,
+        }
+    }
+
     /// 8-byte slots of an argument of type `id` (1 unless a struct/union
     /// of more than 8 bytes is passed by value).
     fn slots(&self, id: u32) -> u8 {
@@ -679,14 +893,14 @@ pub fn module_btf_fd(module: &str) -> io::Result<std::os::fd::OwnedFd> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// BTF made here, type by type, with libbpf's writer.
-    struct Synthetic(BtfObj);
+    pub(crate) struct Synthetic(pub(crate) BtfObj);
 
     impl Synthetic {
-        fn new() -> Self {
+        pub(crate) fn new() -> Self {
             // SAFETY: no arguments; NULL on failure, checked.
             let ptr =
                 NonNull::new(unsafe { libbpf_sys::btf__new_empty() }).expect("btf__new_empty");
@@ -699,17 +913,17 @@ mod tests {
             })
         }
 
-        fn p(&self) -> *mut libbpf_sys::btf {
+        pub(crate) fn p(&self) -> *mut libbpf_sys::btf {
             self.0.ptr.as_ptr()
         }
 
         /// A type id libbpf returned (negative: an error).
-        fn id(r: i32) -> i32 {
+        pub(crate) fn id(r: i32) -> i32 {
             assert!(r > 0, "libbpf: {r}");
             r
         }
 
-        fn int(&self, name: &str, size: usize, enc: u32) -> i32 {
+        pub(crate) fn int(&self, name: &str, size: usize, enc: u32) -> i32 {
             let n = CString::new(name).unwrap();
             // SAFETY: valid btf and name.
             Self::id(unsafe {
@@ -717,29 +931,29 @@ mod tests {
             })
         }
 
-        fn ptr(&self, to: i32) -> i32 {
+        pub(crate) fn ptr(&self, to: i32) -> i32 {
             // SAFETY: valid btf.
             Self::id(unsafe { libbpf_sys::btf__add_ptr(self.p(), to) })
         }
 
-        fn konst(&self, to: i32) -> i32 {
+        pub(crate) fn konst(&self, to: i32) -> i32 {
             // SAFETY: valid btf.
             Self::id(unsafe { libbpf_sys::btf__add_const(self.p(), to) })
         }
 
-        fn tag(&self, name: &str, to: i32) -> i32 {
+        pub(crate) fn tag(&self, name: &str, to: i32) -> i32 {
             let n = CString::new(name).unwrap();
             // SAFETY: valid btf and name.
             Self::id(unsafe { libbpf_sys::btf__add_type_tag(self.p(), n.as_ptr(), to) })
         }
 
-        fn typedef(&self, name: &str, to: i32) -> i32 {
+        pub(crate) fn typedef(&self, name: &str, to: i32) -> i32 {
             let n = CString::new(name).unwrap();
             // SAFETY: valid btf and name.
             Self::id(unsafe { libbpf_sys::btf__add_typedef(self.p(), n.as_ptr(), to) })
         }
 
-        fn enumeration(&self, name: &str, values: &[(&str, i64)]) -> i32 {
+        pub(crate) fn enumeration(&self, name: &str, values: &[(&str, i64)]) -> i32 {
             let n = CString::new(name).unwrap();
             // SAFETY: valid btf and names; values follow the enum they belong to.
             unsafe {
@@ -752,7 +966,7 @@ mod tests {
             }
         }
 
-        fn struct16(&self, name: &str, long: i32) -> i32 {
+        pub(crate) fn struct16(&self, name: &str, long: i32) -> i32 {
             let n = CString::new(name).unwrap();
             let (a, b) = (CString::new("a").unwrap(), CString::new("b").unwrap());
             // SAFETY: valid btf and names; fields follow their struct.
@@ -771,7 +985,7 @@ mod tests {
         }
 
         /// A FUNC `name` of ret (0: void) and (name, type) parameters.
-        fn func(&self, name: &str, ret: i32, params: &[(&str, i32)]) -> u32 {
+        pub(crate) fn func(&self, name: &str, ret: i32, params: &[(&str, i32)]) -> u32 {
             // SAFETY: valid btf and names; parameters follow their prototype.
             unsafe {
                 let proto = Self::id(libbpf_sys::btf__add_func_proto(self.p(), ret));
@@ -792,7 +1006,36 @@ mod tests {
             }
         }
 
-        fn proto(&self, func: u32) -> Proto {
+        /// A struct of `size` bytes with (name, type, bit offset, bitfield
+        /// bits) fields.
+        pub(crate) fn structure(
+            &self,
+            name: &str,
+            size: u32,
+            fields: &[(&str, i32, u32, u32)],
+        ) -> i32 {
+            let n = CString::new(name).unwrap();
+            // SAFETY: valid btf and names; fields follow their struct.
+            unsafe {
+                let id = Self::id(libbpf_sys::btf__add_struct(self.p(), n.as_ptr(), size));
+                for (f, ty, off, bits) in fields {
+                    let f = CString::new(*f).unwrap();
+                    assert_eq!(
+                        libbpf_sys::btf__add_field(self.p(), f.as_ptr(), *ty, *off, *bits),
+                        0
+                    );
+                }
+                id
+            }
+        }
+
+        /// An array of `n` elements of `elem`.
+        pub(crate) fn array(&self, elem: i32, index: i32, n: u32) -> i32 {
+            // SAFETY: valid btf.
+            Self::id(unsafe { libbpf_sys::btf__add_array(self.p(), index, elem, n) })
+        }
+
+        pub(crate) fn proto(&self, func: u32) -> Proto {
             self.0
                 .func_proto(func)
                 .expect("a FUNC")

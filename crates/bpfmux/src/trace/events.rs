@@ -204,6 +204,9 @@ pub struct Event {
     /// Kernel symbols (`name+0xoff`) of argument slots that point into
     /// kernel code, by slot: filled by the session from kallsyms.
     pub symbols: BTreeMap<usize, String>,
+    /// The structs pointer arguments point at, read by the program at the
+    /// call (`--args-depth`), as text (`{field=value, ...}`) by slot.
+    pub pointees: BTreeMap<usize, String>,
     /// The return value (exit).
     pub ret: u64,
     /// Time since the entry (exit; 0 when unknown).
@@ -217,12 +220,17 @@ pub struct Event {
 }
 
 /// `TRACE_EVENT_VERSION`: the record layout of trace.h this reader knows.
-pub const EVENT_VERSION: u8 = 2;
+pub const EVENT_VERSION: u8 = 3;
 /// `struct trace_event`, every record's head: 3 u64, 3 u32, 4 u8, `comm[16]`.
 pub const EVENT_SIZE: usize = 56;
-/// `struct trace_entry_event` without its strings: the head, 12 argument
-/// slots and [`MAX_STRINGS`] string heads of 8 bytes.
-pub const ENTRY_SIZE: usize = EVENT_SIZE + 8 * MAX_ARGS + 8 * MAX_STRINGS;
+/// `struct trace_entry_event` without its strings and pointees: the head,
+/// 12 argument slots, [`MAX_STRINGS`] string heads of 8 bytes, the sizes
+/// (8 bytes) and [`MAX_DEREFS`] pointee results.
+pub const ENTRY_SIZE: usize = EVENT_SIZE + 8 * MAX_ARGS + 8 * MAX_STRINGS + 8 + 4 * MAX_DEREFS;
+/// `TRACE_MAX_DEREFS`: pointee reads per call (`--args-depth`).
+pub const MAX_DEREFS: usize = 8;
+/// Where `str_size` and `deref_size` are in an entry record.
+const SIZES_AT: usize = EVENT_SIZE + 8 * MAX_ARGS + 8 * MAX_STRINGS;
 /// `TRACE_MAX_ARGS`: argument slots an entry event has room for
 /// (MAX_BPF_FUNC_ARGS, what a trampoline saves).
 pub const MAX_ARGS: usize = 12;
@@ -329,6 +337,7 @@ impl Event {
             args: Vec::new(),
             strings: Vec::new(),
             symbols: BTreeMap::new(),
+            pointees: BTreeMap::new(),
             comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
         };
         if kind == EventKind::Exit {
@@ -339,11 +348,10 @@ impl Event {
         }
         let (nargs, nstrs) = (usize::from(b[38]).min(MAX_ARGS), usize::from(b[39]));
         e.args = (0..nargs).map(|i| u64_at(b, EVENT_SIZE + 8 * i)).collect();
-        if nstrs == 0 {
+        let size = usize::from(u16::from_ne_bytes([b[SIZES_AT], b[SIZES_AT + 1]]));
+        if nstrs == 0 || b.len() < ENTRY_SIZE + MAX_STRINGS * size {
             return Some(e);
         }
-        // The strings' room: what is left of the record, shared evenly.
-        let size = (b.len() - ENTRY_SIZE) / nstrs.min(MAX_STRINGS);
         for i in 0..nstrs.min(MAX_STRINGS) {
             let head = EVENT_SIZE + 8 * MAX_ARGS + 8 * i;
             let len = u32_at(head) as i32;
@@ -393,6 +401,26 @@ impl Event {
             }
         }
     }
+}
+
+/// The pointee reads of an entry record (`--args-depth`): each read's
+/// result (0, -errno, 1: not made) and the pointee area; `None` for an
+/// exit, a record of another version, or one without pointees.
+pub(crate) fn pointee_area(b: &[u8]) -> Option<([i32; MAX_DEREFS], &[u8])> {
+    if b.len() < ENTRY_SIZE || b[37] != EVENT_VERSION || b[36] != 1 {
+        return None;
+    }
+    let u16_at = |off: usize| usize::from(u16::from_ne_bytes([b[off], b[off + 1]]));
+    let (str_size, deref_size) = (u16_at(SIZES_AT), u16_at(SIZES_AT + 2));
+    if deref_size == 0 {
+        return None;
+    }
+    let rets = std::array::from_fn(|i| {
+        let at = SIZES_AT + 8 + 4 * i;
+        i32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    });
+    let start = ENTRY_SIZE + MAX_STRINGS * str_size;
+    Some((rets, b.get(start..start + 2 * deref_size)?))
 }
 
 /// Mirrors `struct trace_stack_key`.
@@ -573,6 +601,10 @@ mod tests {
         for (i, a) in args.iter().enumerate() {
             b[EVENT_SIZE + 8 * i..EVENT_SIZE + 8 * i + 8].copy_from_slice(&a.to_ne_bytes());
         }
+        let str_size = if strs.is_empty() { 0 } else { size as u16 };
+        b[SIZES_AT..SIZES_AT + 2].copy_from_slice(&str_size.to_ne_bytes());
+        b[SIZES_AT + 2..SIZES_AT + 8].fill(0);
+        b[SIZES_AT + 8..ENTRY_SIZE].fill(0);
         for i in 0..MAX_STRINGS {
             let head = EVENT_SIZE + 8 * MAX_ARGS + 8 * i;
             b[head..head + 8].fill(0);

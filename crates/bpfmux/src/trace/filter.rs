@@ -134,7 +134,7 @@ pub const MAX_ARG: usize = MAX_TRAMPOLINE_ARGS;
 /// Different string literals in one filter (`TRACE_FILTER_MAX_STRS`).
 pub const MAX_STRING_LITERALS: usize = FILTER_MAX_STRS;
 /// Bytes of a string literal at most: the program compares at most
-/// [`FILTER_STR_LEN`] bytes, the literal's and its NUL.
+/// 64 bytes, the literal's and its NUL.
 pub const MAX_STRING_LITERAL: usize = FILTER_STR_LEN - 1;
 
 // Encodings shared with trace.h (struct trace_filter_op, trace_filter_func).

@@ -23,6 +23,9 @@
 //! 7th and later (stack-passed) too, strings of `char *` arguments read at
 //! the call, and its return value; [`output`] prints them by their BTF
 //! types ([`Format`]: enums by name, strings quoted, symbols, errnos).
+//! With [`TraceOptions::pointee_depth`] the program also reads the structs
+//! that pointer arguments point at (and, deeper, those their pointer fields
+//! point at), printed as their fields.
 //!
 //! With [`TraceOptions::filter`] only the calls a filter passes are
 //! recorded, decided in the BPF program ([`filter`]: a small expression
@@ -53,6 +56,7 @@ mod listings;
 pub mod notes;
 pub mod output;
 mod pattern;
+mod pointee;
 mod program;
 pub mod report;
 mod select;
@@ -71,12 +75,13 @@ use program::{ObjectConfig, TraceObject};
 pub use btf::{ArgPlace, BtfError, Enumerators, Format, Param, Proto, ValueKind};
 pub use engine::{Breakdown, ChooseError, Control, EngineKind, ExitSide, UnknownEngine};
 pub use events::{
-    Event, EventKind, EventString, FuncStats, Hist, Snapshot, MAX_ARGS, MAX_STRINGS,
+    Event, EventKind, EventString, FuncStats, Hist, Snapshot, MAX_ARGS, MAX_DEREFS, MAX_STRINGS,
     MAX_STRING_SIZE,
 };
 pub use listings::ListingError;
 pub use notes::{Detail, Hint, Hints, Notes};
 pub use pattern::{Pattern, PatternError, Scope};
+pub use pointee::{Pointees, MAX_DEPTH as MAX_POINTEE_DEPTH};
 pub use program::Filters;
 pub use report::{Interval, JsonLines, LiveTable, PlainText, Report, Tee};
 pub use select::{
@@ -240,8 +245,15 @@ pub struct TraceOptions {
     /// With `capture`: the bound of each string read from a `char *`
     /// argument, in bytes with the NUL (1 to [`MAX_STRING_SIZE`], rounded
     /// up to a multiple of 8; `None`: [`DEFAULT_STRING_SIZE`]). At most
-    /// [`MAX_STRINGS`] strings per call are read.
+    /// [`MAX_STRINGS`] strings per call are read. With `pointee_depth`,
+    /// also the bytes of all the structs read per call together.
     pub string_size: Option<usize>,
+    /// With `capture`: read the structs that pointer arguments point at, to
+    /// this depth (1: those of the arguments; 2: also those their pointer
+    /// fields point at; at most [`MAX_POINTEE_DEPTH`]; 0: none), at most
+    /// [`MAX_DEREFS`] structs and the `string_size` bound of bytes per call,
+    /// and print them as their fields.
+    pub pointee_depth: u8,
     /// Count kernel stacks per call site.
     pub kstack: bool,
     /// Count user stacks per call site.
@@ -308,6 +320,8 @@ pub struct Plan {
     pub select_time: Duration,
     /// The filter in the program's form for the selection.
     pub filter: Option<filter::CompiledFilter>,
+    /// The pointee reads of each function (`pointee_depth`; empty without).
+    pub pointees: Pointees,
 }
 
 /// Steps 1–3: selects the functions and chooses the engine (probing the
@@ -328,6 +342,14 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
     {
         return Err(Error::Options(
             "the bound of a captured string is 1 to 1024 bytes",
+        ));
+    }
+    if opts.pointee_depth > MAX_POINTEE_DEPTH {
+        return Err(Error::Options("the depth of pointee reads is 0 to 3"));
+    }
+    if opts.pointee_depth > 0 && !opts.capture {
+        return Err(Error::Options(
+            "pointee reads come with per-call events (capture)",
         ));
     }
     // One vmlinux BTF parse for the engine probes and the selection, with
@@ -379,6 +401,11 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
         .as_ref()
         .map(|f| f.compile(&selection.funcs, choice.kind != EngineKind::KprobeMulti))
         .transpose()?;
+    let pointees = if opts.pointee_depth > 0 {
+        plan_pointees(&btf, &selection.funcs, &opts)?
+    } else {
+        Pointees::default()
+    };
     Ok(Plan {
         opts,
         selection,
@@ -387,6 +414,36 @@ pub fn plan(opts: TraceOptions) -> Result<Plan, Error> {
         skipped_engines: choice.skipped,
         select_time: btf_time + t1.elapsed(),
         filter,
+        pointees,
+    })
+}
+
+/// The pointee reads of each function, from its BTF object (vmlinux or its
+/// module's).
+fn plan_pointees(
+    btf: &crate::features::KernelBtf,
+    funcs: &[Func],
+    opts: &TraceOptions,
+) -> Result<Pointees, Error> {
+    let mut btfs = btf::KernelBtfs::borrow_vmlinux(btf).map_err(SelectError::from)?;
+    for f in funcs {
+        if let Some(m) = f.scope.module() {
+            btfs.load_module(m).map_err(SelectError::from)?;
+        }
+    }
+    let budget = byte_bound(opts);
+    let plans = funcs
+        .iter()
+        .map(|f| {
+            btfs.get(&f.scope)
+                .map_or_else(pointee::FuncPlan::default, |b| {
+                    pointee::plan(b, f.btf_id, opts.pointee_depth, budget)
+                })
+        })
+        .collect();
+    Ok(Pointees {
+        funcs: plans,
+        budget,
     })
 }
 
@@ -409,6 +466,12 @@ fn string_buffer(opts: &TraceOptions, funcs: &[Func]) -> u32 {
     if !opts.capture || !funcs.iter().any(|f| events::has_strings(&f.proto)) {
         return 0;
     }
+    byte_bound(opts)
+}
+
+/// The `string_size` bound, rounded up to a multiple of 8: the bytes of
+/// each string, and of all pointees of a call.
+fn byte_bound(opts: &TraceOptions) -> u32 {
     let n = opts
         .string_size
         .unwrap_or(DEFAULT_STRING_SIZE)
@@ -445,6 +508,8 @@ pub struct Tracer {
     misses_at_detach: Option<u64>,
     /// The filter, as compiled for the selection.
     filter: Option<filter::CompiledFilter>,
+    /// The pointee reads of each function, to describe what they brought.
+    pointees: Pointees,
     links: usize,
     // Declared before `obj`: programs and links go before the maps.
     backend: Box<dyn Engine>,
@@ -464,6 +529,7 @@ impl Plan {
             skipped_engines,
             select_time,
             filter,
+            pointees,
         } = self;
         let n = selection.funcs.len();
         let capture = opts.capture;
@@ -473,6 +539,21 @@ impl Plan {
             latency: opts.latency,
             capture,
             str_size: string_buffer(&opts, &selection.funcs),
+            deref_size: if pointees.is_empty() {
+                0
+            } else {
+                pointees.budget
+            },
+            derefs: if pointees.is_empty() {
+                Vec::new()
+            } else {
+                pointees
+                    .funcs
+                    .iter()
+                    .zip(&selection.funcs)
+                    .map(|(p, f)| p.descriptors(&f.proto, kprobe))
+                    .collect()
+            },
             kstack: opts.kstack,
             ustack: opts.ustack,
             pair_entry_exit: exit == ExitSide::Pair,
@@ -543,6 +624,7 @@ impl Plan {
             disarm_error: None,
             misses_at_detach: None,
             filter,
+            pointees,
             links: backend.links(),
             opts,
             selection,
@@ -612,6 +694,7 @@ impl Tracer {
         if capture {
             events_map = self.obj.map("events")?;
             let funcs = &self.selection.funcs;
+            let pointees = &self.pointees.funcs;
             let kprobe = self.engine == EngineKind::KprobeMulti;
             b.add(&events_map, move |data: &[u8]| {
                 if let Some(mut e) = events::Event::parse(data) {
@@ -619,6 +702,13 @@ impl Tracer {
                     let entry = e.kind == EventKind::Entry;
                     if let (true, true, Some(f)) = (kprobe, entry, funcs.get(e.func)) {
                         e.to_declared_order(&f.proto);
+                    }
+                    if let (Some((rets, area)), Some(f), Some(p)) = (
+                        events::pointee_area(data),
+                        funcs.get(e.func),
+                        pointees.get(e.func),
+                    ) {
+                        e.pointees = pointee::describe(p, &f.proto, &e.args, &rets, area);
                     }
                     on_event(e);
                 }
@@ -746,8 +836,9 @@ mod tests {
         }
     }
 
-    /// Per-call events with every argument slot and strings of every bound
-    /// (none, the smallest, the default, the largest), alone and with a
+    /// Per-call events with every argument slot, strings and pointee reads
+    /// of every bound (none, the smallest, the default, the largest), alone
+    /// and with a
     /// latency or an exit filter: the kprobe programs go through the
     /// running kernel's verifier, and the trampoline ones where this
     /// kernel loads them (these hosts refuse trampolines: the guest checks
@@ -769,11 +860,24 @@ mod tests {
         let mut tramp = 0;
         for str_size in [0u32, 8, 64, 1024] {
             for (latency, filter) in [(false, None), (true, None), (false, Some(&exit_code))] {
+                // Pointee reads with the same budget: an argument's struct,
+                // and one its pointer field points at.
+                let mut reads = [0u8; program::DEREF_FUNC_SIZE];
+                if str_size >= 16 {
+                    reads[..8].copy_from_slice(&[1, 0, 0, 0, 0, 0, 16, 0]);
+                    reads[8..16].copy_from_slice(&[0x80, 0, 8, 0, 16, 0, 8, 0]);
+                }
                 let cfg = ObjectConfig {
                     nr_funcs: 3,
                     latency,
                     capture: true,
                     str_size,
+                    deref_size: str_size,
+                    derefs: if str_size > 0 {
+                        vec![reads; 3]
+                    } else {
+                        Vec::new()
+                    },
                     filter: filter.cloned(),
                     ..Default::default()
                 };

@@ -205,7 +205,7 @@ pub fn hist_lines(h: &[u64]) -> Vec<String> {
         .collect()
 }
 
-fn fmt_value(v: u64, kind: ValueKind) -> String {
+pub(crate) fn fmt_value(v: u64, kind: ValueKind) -> String {
     match kind {
         ValueKind::Signed(bits) => match bits {
             8 => (v as i8).to_string(),
@@ -232,7 +232,7 @@ fn minus_errno(v: i64) -> Option<String> {
 
 /// A pointer: `NULL`, `ERR_PTR(-EINVAL)`, or hex (with the kernel symbol
 /// it points at, when the session found one).
-fn fmt_pointer(v: u64, symbol: Option<&String>) -> String {
+pub(crate) fn fmt_pointer(v: u64, symbol: Option<&String>) -> String {
     if v == 0 {
         return "NULL".into();
     }
@@ -269,7 +269,8 @@ pub fn quote(bytes: &[u8]) -> String {
 /// enums by name, bools, pointers in hex (NULL, `ERR_PTR`, the kernel
 /// symbol they point at), function pointers by symbol, `char *` as the
 /// string the program read (`"..."...` when it filled the bound), a struct
-/// passed by value as its slots; `?` for slots the event lacks.
+/// passed by value as its slots, a pointer to a struct the program read
+/// (`--args-depth`) followed by its fields; `?` for slots the event lacks.
 fn fmt_arg(e: &Event, p: &Param, at: ArgPlace) -> String {
     let slot = |k: usize| e.args.get(at.slot + k).copied();
     let Some(v) = slot(0) else {
@@ -301,7 +302,11 @@ fn fmt_arg(e: &Event, p: &Param, at: ArgPlace) -> String {
             .name_of(v)
             .map_or_else(|| fmt_value(v, p.kind), str::to_string),
         Format::FuncPtr if v != 0 => symbol.cloned().unwrap_or_else(|| format!("{v:#x}")),
-        _ if p.kind == ValueKind::Pointer => fmt_pointer(v, symbol),
+        _ if p.kind == ValueKind::Pointer => match e.pointees.get(&at.slot) {
+            // The struct it points at (--args-depth).
+            Some(fields) => format!("{} {fields}", fmt_pointer(v, symbol)),
+            None => fmt_pointer(v, symbol),
+        },
         _ => match symbol {
             Some(s) => format!("{v:#x} <{s}>"),
             None => fmt_value(v, p.kind),
@@ -545,6 +550,7 @@ mod tests {
             args,
             strings: vec![],
             symbols: Default::default(),
+            pointees: Default::default(),
             ret: 0,
             duration_ns: 0,
             tgid: 5,

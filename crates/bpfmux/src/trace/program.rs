@@ -96,6 +96,11 @@ pub struct ObjectConfig {
     /// Bytes of each string an entry event carries (a multiple of 8; 0:
     /// no captured function has a string argument).
     pub str_size: u32,
+    /// The pointee budget of an entry event (`--args-depth`; a multiple of
+    /// 8, 0: off) and each function's reads (`struct trace_deref_func`,
+    /// [`DEREF_FUNC_SIZE`] bytes, by function index).
+    pub deref_size: u32,
+    pub derefs: Vec<[u8; DEREF_FUNC_SIZE]>,
     pub kstack: bool,
     pub ustack: bool,
     /// Entry and exit are separate programs (per-thread call stacks needed).
@@ -111,6 +116,9 @@ pub struct ObjectConfig {
     /// Which calls are recorded (the filter's programs and variables).
     pub filter: Option<FilterCode>,
 }
+
+/// Bytes of `struct trace_deref_func`: `TRACE_MAX_DEREFS` reads of 8.
+pub const DEREF_FUNC_SIZE: usize = 8 * 8;
 
 /// Most operations per side of a filter (`TRACE_FILTER_MAX_OPS`).
 pub const FILTER_MAX_OPS: usize = 16;
@@ -222,6 +230,7 @@ impl TraceObject {
                 "filter_funcs" if cfg.filter.as_ref().is_some_and(|f| !f.vars.is_empty()) => {
                     Some(n)
                 }
+                "deref_funcs" if !cfg.derefs.is_empty() => Some(n),
                 _ => None,
             };
             if let Some(size) = size {
@@ -265,26 +274,36 @@ impl TraceObject {
         let obj = open.load().step("loading the trace BPF object's maps")?;
         let this = Self { obj, insns };
         if let Some(f) = cfg.filter.as_ref().filter(|f| !f.vars.is_empty()) {
-            this.fill_filter_funcs(&f.vars)?;
+            this.fill_per_function("filter_funcs", &f.vars, "the filter's variables")?;
+        }
+        if !cfg.derefs.is_empty() {
+            this.fill_per_function("deref_funcs", &cfg.derefs, "the pointee reads")?;
         }
         Ok(this)
     }
 
-    /// Each function's filter variables (`filter_funcs`), in one batch.
-    fn fill_filter_funcs(&self, vars: &[[u8; FILTER_MAX_VARS]]) -> Result<(), Error> {
-        let map = self.map("filter_funcs")?;
-        let mut keys: Vec<u32> = (0..vars.len())
+    /// Each function's value (by index) of an array map, in one batch:
+    /// the filter's variables (`filter_funcs`), the pointee reads
+    /// (`deref_funcs`).
+    fn fill_per_function<const N: usize>(
+        &self,
+        name: &str,
+        per_func: &[[u8; N]],
+        what: &str,
+    ) -> Result<(), Error> {
+        let map = self.map(name)?;
+        let mut keys: Vec<u32> = (0..per_func.len())
             .map(u32::try_from)
             .collect::<Result<_, _>>()
-            .step("too many functions for the filter's map")?;
-        let mut values: Vec<u8> = vars.iter().flatten().copied().collect();
+            .with_step(|| format!("too many functions for {what}"))?;
+        let mut values: Vec<u8> = per_func.iter().flatten().copied().collect();
         let mut count =
-            u32::try_from(keys.len()).step("too many functions for the filter's map")?;
+            u32::try_from(keys.len()).with_step(|| format!("too many functions for {what}"))?;
         let opts = libbpf_sys::bpf_map_batch_opts {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
             ..Default::default()
         };
-        // SAFETY: `count` keys and values of the map's sizes (u32, 8 bytes).
+        // SAFETY: `count` keys and values of the map's sizes (u32, N bytes).
         let r = unsafe {
             libbpf_sys::bpf_map_update_batch(
                 map.as_fd().as_raw_fd(),
@@ -296,7 +315,7 @@ impl TraceObject {
         };
         if r < 0 {
             return Err(Error::Kernel {
-                step: "writing the filter's variables per function (map filter_funcs)".into(),
+                step: format!("writing {what} per function (map {name})"),
                 source: io::Error::last_os_error(),
             });
         }
@@ -470,6 +489,7 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> Resu
     ro.want_errors = cfg.errors;
     ro.want_graph = cfg.graph;
     ro.event_str_size = cfg.str_size;
+    ro.event_deref_size = cfg.deref_size;
     if let Some(i) = &cfg.inject {
         ro.inject_ret = -i64::from(i.errno);
         ro.inject_chance = i.chance();

@@ -398,6 +398,7 @@ mod tests {
             args: vec![],
             strings: vec![],
             symbols: Default::default(),
+            pointees: Default::default(),
             ret: 0,
             duration_ns,
             tgid: 7,

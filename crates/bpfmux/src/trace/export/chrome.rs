@@ -255,6 +255,7 @@ mod tests {
                 vec![]
             },
             symbols: Default::default(),
+            pointees: Default::default(),
             ret: -3i64 as u64,
             duration_ns,
             tgid: 40,
