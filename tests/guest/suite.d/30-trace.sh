@@ -10,7 +10,9 @@
 # bpfmux inject failing exactly --times calls and refusing functions not on the list,
 # --filter/--min-latency deciding in the kernel which calls count (trace-filter-*),
 # --args printing every argument by its BTF type, stack-passed ones and strings included, and
-# its cap on globs (trace-args-types-*; on our kernel with the test module targs_kmod).
+# its cap on globs, --args-depth printing the structs behind pointers (trace-args-types-*; on
+# our kernel with the test module targs_kmod), --filter on strings and on the 7th and later
+# arguments (trace-filter-strings-*; on our kernel with targs_kmod's kernel strings too).
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
@@ -35,6 +37,7 @@ if on ours; then
 	run trace-filter-global tc filter global
 	for e in global tracing-multi kprobe-multi fentry-each; do
 		run "trace-args-types-$e" tc args-types "$e" kmod
+		run "trace-filter-strings-$e" tc filter-strings "$e" kmod
 	done
 	run trace-sleeper-global tc sleeper global
 	# bpfmux inject: fmod_ret.multi through the global trampoline and the plain backend,
@@ -85,6 +88,7 @@ fi
 if on stock-7.3; then
 	for e in tracing-multi kprobe-multi fentry-each; do
 		run "trace-args-types-$e" tc args-types "$e"
+		run "trace-filter-strings-$e" tc filter-strings "$e"
 	done
 fi
 # Stock 6.12 has no tracing_multi: the automatic choice falls back to kprobe.multi.
@@ -102,6 +106,8 @@ if on stock-6.12; then
 	run trace-filter-fentry-each tc filter fentry-each
 	run trace-args-types-kprobe-multi tc args-types kprobe-multi
 	run trace-args-types-fentry-each tc args-types fentry-each
+	run trace-filter-strings-kprobe-multi tc filter-strings kprobe-multi
+	run trace-filter-strings-fentry-each tc filter-strings fentry-each
 	run trace-no-tracing-multi tc unavailable tracing-multi
 fi
 run trace-glob-kprobe-multi tc glob kprobe-multi 300 'vfs_*' '__x64_sys_*'

@@ -21,7 +21,25 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              sign (three on the stack), a kernel string, a user string, an enum
                              by name, a bool, a function pointer and a text address (on the
                              stack) as symbols, NULL, a string cut at 63 bytes and whole with
-                             --args-size 128, a struct by value, -EINVAL, ERR_PTR(-EINVAL), NULL
+                             --args-size 128, a struct by value, -EINVAL, ERR_PTR(-EINVAL), NULL.
+                             --args-depth 1: do_sys_openat2's how prints {flags=N, mode=0,
+                             resolve=0} after its address; kmod: bpfmux_targs_struct's struct
+                             argument prints its exact fields (bitfields, an enum by name, an
+                             embedded struct), with 2 and 3 also the struct its `inner` points
+                             at ({id=42, tag="inner"}), with --args-size 16 cut after 3 fields
+                             (`...`), without --args-depth its address alone
+  filter-strings ENGINE [kmod]
+                             --filter on strings in the kernel: of 3 opens of the missing file
+                             and 2 of another in its directory, do_sys_openat2 passes exactly
+                             3 for filename == FILE, 5 for ^= DIR, 2 for != FILE && ^= DIR, 3
+                             for !(^= DIR/o) && ^= DIR, 5 with ret == -2, 0 for a longer or a
+                             shorter name; --args sends only the 3 with that name; do_mmap's
+                             7th argument: pgoff == 5 (and len) exactly the 2 mmap-self; a
+                             string against a number and back, < on strings, ret ^= "x", an
+                             unterminated string: exit != 0 at the column with a caret, nothing
+                             attached. kmod: kernel strings of targs_kmod (name == "alpha" 1 of
+                             3 calls per write, ^= 2, != 2, with ret 1; a kernel and a user
+                             string together) and its 9th argument (i == 0x1122334455667788)
   own ENGINE                 -c runs the command itself (no shell in front, found through PATH):
                              5000 sigaction queries count exactly 5000 (dash makes 7 at startup)
   errors ENGINE              --errors on the openat path: 3 openat of a missing file make exactly
@@ -119,6 +137,7 @@ kernel afterwards (trace-links, next to TRIGGER: walks BPF_LINK_GET_NEXT_ID).
 ENGINE "auto" lets bpfmux choose; the expected choice is read from `bpfmux features`.
 Each check prints "ok - ..." or "FAIL - ..." lines; exit status 0 when all hold.
 """
+import contextlib
 import gzip
 import json
 import os
@@ -825,7 +844,7 @@ def t_filter(bpfmux, trigger, engine):
                                   f"({FIND}(vnr))"),
                       ("vnr == 1ms", "type mismatch: `1ms` is a duration"),
                       ("(errno == ESRCH", "this `(` is never closed"),
-                      ('vnr == "abc"', "a string compares only with a string"),
+                      ('vnr == "abc"', "a string compares only with a `char *` argument"),
                       ("vnr == 4294967295", "out of range: 4294967295 is not a value of `vnr`")]:
         p = run(bpfmux, [*engine_args(engine), "--json", "--filter", flt, "-c",
                          f"{trigger} getpgid 1", FIND])
@@ -835,6 +854,84 @@ def t_filter(bpfmux, trigger, engine):
               and "attached" not in p.stderr and not p.stdout.strip(),
               f"--filter '{flt}': exit {p.returncode}, says {said!r} at a column with a caret, "
               "nothing attached")
+
+
+OPENAT_OTHER = 2
+MISSING_DIR = "/nonexistent-bpfmux-trigger/"
+
+
+def t_filter_strings(bpfmux, trigger, engine, *opts):
+    """--filter on strings (==, !=, ^=) and on the 7th and later arguments, in the kernel."""
+    work = f"openat-missing {OPENAT_MISSING} openat-other {OPENAT_OTHER}"
+    both = OPENAT_MISSING + OPENAT_OTHER
+    # The loader's own opens (ld.so.cache, libc) have other names: exact counts.
+    cases = [(f'filename == "{MISSING_FILE}"', OPENAT_MISSING),
+             (f'filename ^= "{MISSING_DIR}"', both),
+             (f'filename != "{MISSING_FILE}" && filename ^= "{MISSING_DIR}"', OPENAT_OTHER),
+             (f'!(filename ^= "{MISSING_DIR}o") && filename ^= "{MISSING_DIR}"', OPENAT_MISSING),
+             (f'filename ^= "{MISSING_DIR}" && ret == -2', both),
+             (f'filename == "{MISSING_FILE}x"', 0),
+             (f'filename == "{MISSING_FILE[:-1]}"', 0)]
+    for flt, want in cases:
+        _, s = traced(bpfmux, trigger, engine, ["--filter", flt], ["do_sys_openat2"], work)
+        if not s:
+            continue
+        check_engine(bpfmux, engine, s)
+        got = calls(s, "do_sys_openat2").get("calls", 0)
+        check(got == want, f"--filter '{flt}': {got} calls of do_sys_openat2 (want {want})")
+        seen, passed = filter_totals(s)
+        check(passed == want and seen is not None and seen >= both,
+              f"--filter '{flt}': the summary saw {seen}, passed {passed} (want >= {both}, {want})")
+    # --args: only the calls that passed, each naming the file.
+    objs, s = traced(bpfmux, trigger, engine, ["--args", "--filter", f'filename == "{MISSING_FILE}"'],
+                     ["do_sys_openat2"], work)
+    if s:
+        names = [e["args"].get("filename") for e, _ in calls_of(objs, "do_sys_openat2")]
+        check(names == [f'"{MISSING_FILE}"'] * OPENAT_MISSING,
+              f"--args --filter 'filename == ...': entry events {names} (want {OPENAT_MISSING} "
+              f"of {MISSING_FILE})")
+    # The 7th argument (on the stack): do_mmap's pgoff.
+    for flt, want in [("pgoff == 5 && len == 12288", MMAPS), ("pgoff == 6 && len == 12288", 0)]:
+        _, s = traced(bpfmux, trigger, engine, ["--filter", flt], ["do_mmap"], f"mmap-self {MMAPS}")
+        if s:
+            got = calls(s, "do_mmap").get("calls", 0)
+            check(got == want, f"--filter '{flt}': {got} calls of do_mmap (want {want})")
+    # Strings against numbers, and the other way round: clear errors, nothing attached.
+    for flt, col, said in [("filename == 5", 13, "`filename` is a string (`char *`) in "
+                                                 "do_sys_openat2: compare it with a string"),
+                           ('dfd == "x"', 8, "a string compares only with a `char *` argument"),
+                           ('filename < "b"', 10, "strings compare with `==`, `!=` or `^=`"),
+                           ('ret ^= "x"', 8, "ret is a number"),
+                           ('filename == "/etc', 13, "expected a closing")]:
+        p = run(bpfmux, [*engine_args(engine), "--json", "--filter", flt, "-c",
+                         f"{trigger} openat-missing 1", "do_sys_openat2"])
+        lines = p.stderr.splitlines()
+        caret = any(re.fullmatch(r" *\^+", l) for l in lines)
+        check(p.returncode != 0 and said in p.stderr and f"column {col}:" in p.stderr and caret
+              and "attached" not in p.stderr and not p.stdout.strip(),
+              f"--filter '{flt}': exit {p.returncode}, says {said!r} at column {col} with a "
+              "caret, nothing attached")
+    if "kmod" not in opts:
+        return
+    # Kernel strings, and the 9th argument, of the test module's functions.
+    with targs_module(trigger) as loaded:
+        if not loaded:
+            return
+        for flt, func, want in [('name == "alpha"', "bpfmux_targs_struct", TARGS_WRITES),
+                                ('name ^= "alpha"', "bpfmux_targs_struct", 2 * TARGS_WRITES),
+                                ('name != "alpha"', "bpfmux_targs_struct", 2 * TARGS_WRITES),
+                                ('name == "alpha" && ret == 43', "bpfmux_targs_struct",
+                                 TARGS_WRITES),
+                                ('kname == "kernel string" && uname == "user-string"',
+                                 "bpfmux_targs_strings", TARGS_WRITES),
+                                ("i == 0x1122334455667788 && h == -9", "bpfmux_targs_nine",
+                                 TARGS_WRITES),
+                                ("i == 1", "bpfmux_targs_nine", 0)]:
+            _, s = traced(bpfmux, trigger, engine, ["--filter", flt], [func],
+                          f"targs {TARGS_WRITES}")
+            if s:
+                got = calls(s, func).get("calls", 0)
+                check(got == want, f"--filter '{flt}': {got} calls of {func} (want {want})")
 
 
 def run_inject(bpfmux, args):
@@ -1089,49 +1186,103 @@ def t_args_types(bpfmux, trigger, engine, *opts):
           and "attached" not in p.stderr,
           f"--args over the cap: exit {p.returncode}, says the count and the cap, nothing "
           "attached")
+    # --args-depth: the struct `how` points at, by its fields.
+    objs, s = traced(bpfmux, trigger, engine, ["--args", "--args-depth", "1"], ["do_sys_openat2"],
+                     f"openat-missing {OPENAT_MISSING}")
+    if s:
+        hows = [e["args"].get("how", "") for e, _ in calls_of(objs, "do_sys_openat2")
+                if e["args"].get("filename") == f'"{MISSING_FILE}"']
+        good = [h for h in hows if re.fullmatch(
+            r"0xff[0-9a-f]{14} \{flags=\d+, mode=0, resolve=0\}", h)]
+        check(len(hows) == OPENAT_MISSING and good == hows,
+              f"--args-depth 1: do_sys_openat2 how={hows} (want {OPENAT_MISSING} of "
+              "'0x... {flags=N, mode=0, resolve=0}')")
     if "kmod" not in opts:
         return
+    with targs_module(trigger) as loaded:
+        if loaded:
+            t_args_types_kmod(bpfmux, trigger, engine)
+
+
+@contextlib.contextmanager
+def targs_module(trigger):
+    """targs_kmod loaded for the block (yields whether it could be), unloaded after it."""
     kmod_dir = os.environ.get("BPFMUX_KMOD_DIR", os.path.dirname(trigger))
     ko = os.path.join(kmod_dir, "targs_kmod.ko")
     r = subprocess.run(["insmod", ko], capture_output=True, text=True)
     check(r.returncode == 0, f"insmod {ko} ({r.stderr.strip()})")
     if r.returncode != 0:
+        yield False
         return
     try:
-        funcs = [*TARGS, "bpfmux_targs_errptr"]
-        objs, s = traced(bpfmux, trigger, engine, ["--args"], funcs, f"targs {TARGS_WRITES}")
-        if s:
-            check_engine(bpfmux, engine, s)
-            for f, (want, (ret, err)) in TARGS.items():
-                pairs = calls_of(objs, f"targs_kmod:{f}")
-                check(len(pairs) == TARGS_WRITES, f"{f}: {len(pairs)} calls (want {TARGS_WRITES})")
-                for e, x in pairs:
-                    check(same(e["args"], want), f"{f}: arguments {e['args']} (want {want})")
-                    got = x and (x.get("ret"), x.get("error"))
-                    check(got == (ret, err), f"{f}: returns {got} (want {(ret, err)})")
-            rets = [(e["args"].get("null"), x and x.get("ret"), x and x.get("error"))
-                    for e, x in calls_of(objs, "targs_kmod:bpfmux_targs_errptr")]
-            want = [("0", "ERR_PTR(-EINVAL)", "EINVAL"), ("1", "NULL", None)] * TARGS_WRITES
-            check(rets == want, f"bpfmux_targs_errptr: {rets} (want {want})")
-        # A larger bound reads the long string whole.
-        objs, s = traced(bpfmux, trigger, engine, ["--args", "--args-size", "128"],
-                         ["bpfmux_targs_long"], "targs 1")
-        if s:
-            got = [e["args"].get("s") for e, _ in calls_of(objs, "targs_kmod:bpfmux_targs_long")]
-            check(got == [f'"{TARGS_LONG}"'], f"--args-size 128: {got} (the whole string)")
-        p = run(bpfmux, [*engine_args(engine), "--args", "-c", f"{trigger} targs 1",
-                         "bpfmux_targs_nine"])
-        # A module's function is named with its module, as the kernel's own listings do.
-        line = ("-> targs_kmod:bpfmux_targs_nine(a=-1, b=4000000000, c=-5000000000, "
-                "d=18364758544493064720, e=-7, f=200, g=-123456789012, h=-9, i=1234605616436508552)")
-        check(p.returncode == 0 and any(l.endswith(line) for l in p.stdout.splitlines())
-              and any(l.endswith("<- targs_kmod:bpfmux_targs_nine = -22 EINVAL") or
-                      "<- targs_kmod:bpfmux_targs_nine = -22 EINVAL (" in l
-                      for l in p.stdout.splitlines()),
-              f"text: exit {p.returncode}, the call line and its return with EINVAL")
+        yield True
     finally:
         r = subprocess.run(["rmmod", "targs_kmod"], capture_output=True, text=True)
         check(r.returncode == 0, f"rmmod targs_kmod ({r.stderr.strip()})")
+
+
+# bpfmux_targs_struct's first argument (targs.c), with --args-depth 1 and 2.
+TARGS_OUTER = (r"a=-5, b=7, mode=TARGS_MODE_B, inner=0xff[0-9a-f]{14}%s, "
+               r"pair=\{a=17, b=34\}, flags=5, more=-15")
+TARGS_INNER = r' \{id=42, tag="inner"\}'
+
+
+def t_args_types_kmod(bpfmux, trigger, engine):
+    """The test module's functions, each argument and return value to its exact text."""
+    funcs = [*TARGS, "bpfmux_targs_errptr"]
+    objs, s = traced(bpfmux, trigger, engine, ["--args"], funcs, f"targs {TARGS_WRITES}")
+    if s:
+        check_engine(bpfmux, engine, s)
+        for f, (want, (ret, err)) in TARGS.items():
+            pairs = calls_of(objs, f"targs_kmod:{f}")
+            check(len(pairs) == TARGS_WRITES, f"{f}: {len(pairs)} calls (want {TARGS_WRITES})")
+            for e, x in pairs:
+                check(same(e["args"], want), f"{f}: arguments {e['args']} (want {want})")
+                got = x and (x.get("ret"), x.get("error"))
+                check(got == (ret, err), f"{f}: returns {got} (want {(ret, err)})")
+        rets = [(e["args"].get("null"), x and x.get("ret"), x and x.get("error"))
+                for e, x in calls_of(objs, "targs_kmod:bpfmux_targs_errptr")]
+        want = [("0", "ERR_PTR(-EINVAL)", "EINVAL"), ("1", "NULL", None)] * TARGS_WRITES
+        check(rets == want, f"bpfmux_targs_errptr: {rets} (want {want})")
+    # A larger bound reads the long string whole.
+    objs, s = traced(bpfmux, trigger, engine, ["--args", "--args-size", "128"],
+                     ["bpfmux_targs_long"], "targs 1")
+    if s:
+        got = [e["args"].get("s") for e, _ in calls_of(objs, "targs_kmod:bpfmux_targs_long")]
+        check(got == [f'"{TARGS_LONG}"'], f"--args-size 128: {got} (the whole string)")
+    p = run(bpfmux, [*engine_args(engine), "--args", "-c", f"{trigger} targs 1",
+                     "bpfmux_targs_nine"])
+    # A module's function is named with its module, as the kernel's own listings do.
+    line = ("-> targs_kmod:bpfmux_targs_nine(a=-1, b=4000000000, c=-5000000000, "
+            "d=18364758544493064720, "
+            "e=-7, f=200, g=-123456789012, h=-9, i=1234605616436508552)")
+    check(p.returncode == 0 and any(l.endswith(line) for l in p.stdout.splitlines())
+          and any(l.endswith("<- targs_kmod:bpfmux_targs_nine = -22 EINVAL") or
+                  "<- targs_kmod:bpfmux_targs_nine = -22 EINVAL (" in l
+                  for l in p.stdout.splitlines()),
+          f"text: exit {p.returncode}, the call line and its return with EINVAL")
+    # --args-depth: the struct argument by its fields; 2: the struct its `inner` points at
+    # too; a budget of 16 bytes cuts the outer struct after its third field.
+    for extra, inner in [(["--args-depth", "1"], ""), (["--args-depth", "2"], TARGS_INNER),
+                         (["--args-depth", "3"], TARGS_INNER)]:
+        want = r"0xff[0-9a-f]{14} \{" + TARGS_OUTER % inner + r"\}"
+        check_struct_arg(bpfmux, trigger, engine, extra, want)
+    check_struct_arg(bpfmux, trigger, engine, ["--args-depth", "2", "--args-size", "16"],
+                     r"0xff[0-9a-f]{14} \{a=-5, b=7, mode=TARGS_MODE_B, \.\.\.\}")
+    # Without --args-depth: the address alone.
+    check_struct_arg(bpfmux, trigger, engine, [], r"0xff[0-9a-f]{14}")
+
+
+def check_struct_arg(bpfmux, trigger, engine, extra, want):
+    """bpfmux_targs_struct's `o` prints as `want` (a regex) in each of its calls."""
+    objs, s = traced(bpfmux, trigger, engine, ["--args", *extra], ["bpfmux_targs_struct"],
+                     f"targs {TARGS_WRITES}")
+    if not s:
+        return
+    got = [e["args"].get("o", "") for e, _ in calls_of(objs, "targs_kmod:bpfmux_targs_struct")]
+    check(len(got) == 3 * TARGS_WRITES and all(re.fullmatch(want, g) for g in got),
+          f"--args {' '.join(extra)}: bpfmux_targs_struct o={got[:2]}... ({len(got)} calls; "
+          f"want {3 * TARGS_WRITES} of {want!r})")
 
 
 def t_own(bpfmux, trigger, engine):
@@ -1480,7 +1631,8 @@ def main():
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
      "fds": t_fds, "star-sigint": t_star_sigint, "filter": t_filter,
-     "args-types": t_args_types}[what](bpfmux, trigger, *rest)
+     "filter-strings": t_filter_strings, "args-types": t_args_types}[what](bpfmux, trigger,
+                                                                            *rest)
     return 1 if failures else 0
 
 

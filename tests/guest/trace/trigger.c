@@ -9,6 +9,7 @@
  * (__x64_sys_rt_sigaction), which /bin/sh also makes at startup (dash: 7 times), so a shell
  * started in front of the command shows in the count; openat-missing: openat(AT_FDCWD,
  * MISSING, O_RDONLY) of a path that does not exist (__x64_sys_openat fails with -ENOENT);
+ * openat-other: the same with MISSING_OTHER, another missing path in the same directory;
  * getpgid-errors: getpgid(0) like getpgid, then prints "failed K errno E" (K calls failed,
  * E the errno of the last failure, 0 if none) for the error-injection checks;
  * getpgid-self-errors: the same with getpgid(getpid()), which asks the LSM hook
@@ -37,6 +38,7 @@
 #include <sys/syscall.h>
 
 #define MISSING "/nonexistent-bpfmux-trigger/file"
+#define MISSING_OTHER "/nonexistent-bpfmux-trigger/other"
 /* Above PID_MAX_LIMIT (4M): no process has it, whatever pid_max says. */
 #define MISSING_PID 0x7fffffff
 
@@ -64,10 +66,12 @@ int main(int argc, char **argv)
 				}
 			}
 			printf("failed %ld errno %d\n", failed, last);
-		} else if (!strcmp(argv[i], "openat-missing")) {
+		} else if (!strcmp(argv[i], "openat-missing") || !strcmp(argv[i], "openat-other")) {
+			const char *path = strcmp(argv[i], "openat-other") ? MISSING : MISSING_OTHER;
+
 			for (long k = 0; k < n; k++) {
-				if (openat(AT_FDCWD, MISSING, O_RDONLY) >= 0) {
-					fprintf(stderr, "trigger: %s exists\n", MISSING);
+				if (openat(AT_FDCWD, path, O_RDONLY) >= 0) {
+					fprintf(stderr, "trigger: %s exists\n", path);
 					return 1;
 				}
 			}
@@ -145,7 +149,8 @@ int main(int argc, char **argv)
 	}
 	if (argc < 3 || argc % 2 == 0) {
 		fprintf(stderr, "usage: trigger getpgid|getpgid-errors|getpgid-missing|"
-			"getpgid-negative|getpgid-self|getpgid-self-errors|getpriority|sigaction|openat-missing|"
+			"getpgid-negative|getpgid-self|getpgid-self-errors|getpriority|sigaction|"
+			"openat-missing|openat-other|"
 			"nanosleep0|nanosleep200ms|mmap-self|targs N ...\n");
 		return 2;
 	}

@@ -16,6 +16,12 @@
  *   bpfmux_targs_pair({ 0x11, 0x22 }, 5)                             returns 0x33
  *       a 16-byte struct passed by value (two slots), then an int
  *   bpfmux_targs_errptr(0), bpfmux_targs_errptr(1)    return ERR_PTR(-EINVAL), NULL
+ *   bpfmux_targs_struct(&OUTER, "alpha"), (&OUTER, "alpha-2"), (&OUTER, "beta")
+ *                                                    return 43, 43, 42
+ *       a pointer to a struct (for --args-depth) whose fields are known, among them a
+ *       pointer to another struct, and a kernel string (for string filters): OUTER is
+ *       { a = -5, b = 7, mode = TARGS_MODE_B, inner = &{ id = 42, tag = "inner" },
+ *         pair = { 0x11, 0x22 }, flags = 5, more = -15 } (two bitfields)
  *
  * The writer's buffer must end in a NUL (write the terminating byte too): the function
  * reads it as a string. Each function is called through a volatile pointer, so the
@@ -39,6 +45,22 @@ enum targs_mode {
 struct targs_pair {
 	long a;
 	long b;
+};
+
+struct targs_inner {
+	int id;
+	char tag[8];
+};
+
+/* 48 bytes: a 0, b 8, mode 12, inner 16, pair 24, flags and more in the word at 40 */
+struct targs_outer {
+	long a;
+	unsigned short b;
+	enum targs_mode mode;
+	struct targs_inner *inner;
+	struct targs_pair pair;
+	unsigned int flags : 3;
+	int more : 5;
 };
 
 static noinline int targs_cb(int x)
@@ -79,6 +101,11 @@ static noinline void *bpfmux_targs_errptr(int null)
 	return null ? NULL : ERR_PTR(-EINVAL);
 }
 
+static noinline int bpfmux_targs_struct(struct targs_outer *o, const char *name)
+{
+	return o->inner->id + (name[0] == 'a');
+}
+
 static long (*volatile nine)(int, unsigned int, long, unsigned long, short, unsigned char, long,
 			     int, unsigned long) = bpfmux_targs_nine;
 static int (*volatile strings)(const char *, const char __user *, enum targs_mode, bool,
@@ -86,11 +113,17 @@ static int (*volatile strings)(const char *, const char __user *, enum targs_mod
 static int (*volatile long_string)(const char *) = bpfmux_targs_long;
 static long (*volatile pair)(struct targs_pair, int) = bpfmux_targs_pair;
 static void *(*volatile errptr)(int) = bpfmux_targs_errptr;
+static int (*volatile structs)(struct targs_outer *, const char *) = bpfmux_targs_struct;
 static int (*volatile cb_fn)(int) = targs_cb;
 
 static ssize_t targs_write(struct file *file, const char __user *buf, size_t len, loff_t *pos)
 {
 	struct targs_pair p = { 0x11, 0x22 };
+	struct targs_inner in = { .id = 42, .tag = "inner" };
+	struct targs_outer out = {
+		.a = -5, .b = 7, .mode = TARGS_MODE_B, .inner = &in, .pair = { 0x11, 0x22 },
+		.flags = 5, .more = -15,
+	};
 
 	nine(-1, 4000000000U, -5000000000L, 0xfedcba9876543210UL, -7, 200, -123456789012L, -9,
 	     0x1122334455667788UL);
@@ -99,6 +132,9 @@ static ssize_t targs_write(struct file *file, const char __user *buf, size_t len
 	pair(p, 5);
 	errptr(0);
 	errptr(1);
+	structs(&out, "alpha");
+	structs(&out, "alpha-2");
+	structs(&out, "beta");
 	return len;
 }
 
