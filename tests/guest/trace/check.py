@@ -930,7 +930,7 @@ def t_filter_strings(bpfmux, trigger, engine, *opts):
             _, s = traced(bpfmux, trigger, engine, ["--filter", flt], [func],
                           f"targs {TARGS_WRITES}")
             if s:
-                got = calls(s, func).get("calls", 0)
+                got = calls(s, f"targs_kmod:{func}").get("calls", 0)
                 check(got == want, f"--filter '{flt}': {got} calls of {func} (want {want})")
 
 
