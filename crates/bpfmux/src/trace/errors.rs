@@ -372,12 +372,7 @@ impl Resolver {
             .unwrap_or_default();
         let kernel_stack = kernel_lines(ksyms.as_ref(), &kernel);
         let user_stack = match r.ustack {
-            Some(id) => {
-                // A lookup that fails leaves the stack to `lines_of`, which
-                // shows what it can.
-                let _ = ustacks.capture(obj, r.tgid, id);
-                ustacks.lines_of(obj, r.tgid, id)
-            }
+            Some(id) => ustacks.chain_lines(obj, r.tgid, id),
             None => Vec::new(),
         };
         Some(ErrorChain {
@@ -397,10 +392,20 @@ impl Resolver {
     }
 }
 
-/// Chains per error, for the summary.
+/// (error, failing function) pairs an [`ErrorTally`] counts apart at most;
+/// chains of pairs past them are counted per error only
+/// ([`ErrorTotals::other_functions`]).
+pub const MAX_TALLIED_PAIRS: usize = 1 << 16;
+
+/// Chains per error, for the summary: per error and failing function, in
+/// bounded memory however long the run (at most [`MAX_TALLIED_PAIRS`]
+/// pairs, and at most 4,096 errors: 1 to 4,095 and NULL).
 #[derive(Clone, Debug, Default)]
 pub struct ErrorTally {
     by_failure: BTreeMap<Failure, BTreeMap<String, u64>>,
+    /// Per error, chains of functions past [`MAX_TALLIED_PAIRS`].
+    other: BTreeMap<Failure, u64>,
+    pairs: usize,
     null_only: u64,
 }
 
@@ -426,16 +431,24 @@ impl ErrorTally {
 
     /// Counts one chain by its failing call.
     pub fn add(&mut self, c: &ErrorChain) {
+        self.add_capped(c, MAX_TALLIED_PAIRS);
+    }
+
+    /// [`Self::add`], with at most `max_pairs` pairs counted apart.
+    fn add_capped(&mut self, c: &ErrorChain, max_pairs: usize) {
         let failure = match c.errno {
             Some(e) => Failure::Errno(e),
             None => Failure::Null,
         };
-        *self
-            .by_failure
-            .entry(failure)
-            .or_default()
-            .entry(c.function.clone())
-            .or_default() += 1;
+        let by_func = self.by_failure.entry(failure).or_default();
+        if let Some(n) = by_func.get_mut(&c.function) {
+            *n += 1;
+        } else if self.pairs < max_pairs {
+            by_func.insert(c.function.clone(), 1);
+            self.pairs += 1;
+        } else {
+            *self.other.entry(failure).or_default() += 1;
+        }
     }
 
     /// Per error, most chains first; per error the failing functions, most
@@ -453,11 +466,13 @@ impl ErrorTally {
                     })
                     .collect();
                 functions.sort_by(|a, b| b.count.cmp(&a.count).then(a.function.cmp(&b.function)));
+                let other_functions = self.other.get(f).copied().unwrap_or(0);
                 ErrorTotals {
                     error: f.name(),
                     errno: f.errno(),
-                    count: by_func.values().sum(),
+                    count: by_func.values().sum::<u64>() + other_functions,
                     functions,
+                    other_functions,
                 }
             })
             .collect();
@@ -478,6 +493,14 @@ pub struct ErrorTotals {
     pub count: u64,
     /// The failing calls' functions, most chains first.
     pub functions: Vec<FailingFunction>,
+    /// Chains of functions not counted apart: the tally already counted
+    /// [`MAX_TALLIED_PAIRS`] (error, function) pairs when they came.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub other_functions: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A function whose failure started chains.
@@ -855,6 +878,29 @@ mod tests {
             kernel_stack: vec![],
             user_stack: vec![],
         }
+    }
+
+    #[test]
+    fn tally_stays_bounded_and_counts_what_it_does_not_keep_apart() {
+        let mut t = ErrorTally::default();
+        for i in 0..10 {
+            t.add_capped(&chain(&format!("f{i}"), Some(2)), 3);
+            t.add_capped(&chain("f0", Some(2)), 3);
+        }
+        t.add_capped(&chain("g", Some(22)), 3);
+        t.add_capped(&chain("f1", Some(22)), 3);
+        let totals = t.totals();
+        assert_eq!(t.pairs, 3);
+        assert_eq!((totals[0].error.as_str(), totals[0].count), ("ENOENT", 20));
+        assert_eq!(totals[0].functions.len(), 3);
+        assert_eq!(totals[0].other_functions, 7);
+        assert_eq!(
+            totals[0].functions[0].count, 11,
+            "f0 is still counted apart"
+        );
+        assert_eq!((totals[1].count, totals[1].other_functions), (2, 2));
+        let v = serde_json::to_value(&totals[0]).unwrap();
+        assert_eq!(v["other_functions"], 7);
     }
 
     #[test]

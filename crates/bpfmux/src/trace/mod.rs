@@ -33,7 +33,9 @@
 //!
 //! With [`TraceOptions::errors`] the programs keep each thread's calls in
 //! flight and report every chain of them that ends in an error
-//! ([`errors`]). With [`TraceOptions::inject`] fmod_ret programs make calls
+//! ([`errors`]); a [`Recording`] keeps the last of them per errno or
+//! failing function in bounded memory and writes them out when asked
+//! ([`recorder`]). With [`TraceOptions::inject`] fmod_ret programs make calls
 //! fail instead ([`inject`]); the rest of the path is the same. With
 //! [`TraceOptions::graph`] they count calls per path of traced callers: the
 //! call tree in the summary ([`graph`]).
@@ -58,6 +60,7 @@ pub mod output;
 mod pattern;
 mod pointee;
 mod program;
+pub mod recorder;
 pub mod report;
 mod select;
 pub mod session;
@@ -83,6 +86,7 @@ pub use notes::{Detail, Hint, Hints, Notes};
 pub use pattern::{Pattern, PatternError, Scope};
 pub use pointee::{Pointees, MAX_DEPTH as MAX_POINTEE_DEPTH};
 pub use program::Filters;
+pub use recorder::{RecordBy, RecordOptions, Recorder, Recording};
 pub use report::{Interval, JsonLines, LiveTable, PlainText, Report, Tee};
 pub use select::{
     describe_dropped, select, DropReason, Dropped, Func, KernelRefusal, SelectError, SelectOptions,

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::btf::{ArgPlace, Format, Param, Proto, ValueKind};
-use super::errors::{errno_name, ErrorChain, ErrorTotals, RetValue, MAX_DEPTH};
+use super::errors::{errno_name, ErrorChain, ErrorTotals, RetValue, MAX_DEPTH, MAX_TALLIED_PAIRS};
 use super::events::{Event, EventKind, FuncStats};
 use super::select::Func;
 
@@ -487,6 +487,16 @@ pub fn chain_lines(c: &ErrorChain) -> Vec<String> {
     out
 }
 
+/// [`chain_lines`] with `stamp` (a time) in front of the head line: how a
+/// chain is printed as it comes and in a recorder's dumps.
+pub fn stamped_chain_lines(c: &ErrorChain, stamp: &str) -> Vec<String> {
+    let mut lines = chain_lines(c);
+    if let Some(head) = lines.first_mut() {
+        *head = format!("{stamp} {head}");
+    }
+    lines
+}
+
 /// The summary's error chains per error, most first: `ENOENT (2) 3 chains:
 /// path_openat 3`.
 pub fn error_totals_lines(totals: &[ErrorTotals]) -> Vec<String> {
@@ -499,11 +509,17 @@ pub fn error_totals_lines(totals: &[ErrorTotals]) -> Vec<String> {
             Some(e) => format!("{} ({e})", t.error),
             None => t.error.clone(),
         };
-        let funcs: Vec<String> = t
+        let mut funcs: Vec<String> = t
             .functions
             .iter()
             .map(|f| format!("{} {}", f.function, f.count))
             .collect();
+        if t.other_functions > 0 {
+            funcs.push(format!(
+                "{} in other functions (the tally keeps {MAX_TALLIED_PAIRS} pairs apart)",
+                t.other_functions
+            ));
+        }
         out.push(format!("{name:<14} {:>8}  {}", t.count, funcs.join(", ")));
     }
     out
@@ -740,6 +756,25 @@ mod tests {
             "cat[5/6] <- vfs_read = ERR_PTR(-ENOMEM)"
         );
         assert_eq!(event_json(&e, &f)["error"], "ENOMEM");
+    }
+
+    #[test]
+    fn error_totals_say_what_the_tally_did_not_keep_apart() {
+        use crate::trace::errors::FailingFunction;
+        let totals = [ErrorTotals {
+            error: "EINVAL".into(),
+            errno: Some(22),
+            count: 5,
+            functions: vec![FailingFunction {
+                function: "g".into(),
+                count: 3,
+            }],
+            other_functions: 2,
+        }];
+        assert_eq!(
+            error_totals_lines(&totals)[1],
+            "EINVAL (22)           5  g 3, 2 in other functions (the tally keeps 65536 pairs apart)"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! attach, times and losses at the end), written to a writer of their own.
 
 use std::io::{self, Write};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -55,6 +55,13 @@ pub trait Report {
     fn error_chain(&mut self, chain: &ErrorChain) -> io::Result<()>;
     /// Counters of one interval.
     fn interval(&mut self, interval: &Interval<'_>) -> io::Result<()>;
+    /// Every turn of the session's loop (at least every 100 ms), after
+    /// what came since the last one was reported: a report can act on what
+    /// was asked of it meanwhile (a signal asking for a dump,
+    /// [`super::recorder::Recording`]).
+    fn turn(&mut self) -> io::Result<()> {
+        Ok(())
+    }
     /// The end of the run: the totals, then the notes on times and losses.
     fn summary(&mut self, summary: &Summary) -> io::Result<()>;
 }
@@ -75,6 +82,9 @@ impl<R: Report + ?Sized> Report for &mut R {
     }
     fn interval(&mut self, interval: &Interval<'_>) -> io::Result<()> {
         (**self).interval(interval)
+    }
+    fn turn(&mut self) -> io::Result<()> {
+        (**self).turn()
     }
     fn summary(&mut self, summary: &Summary) -> io::Result<()> {
         (**self).summary(summary)
@@ -208,11 +218,7 @@ impl<W: Write> Report for PlainText<W> {
     }
 
     fn error_chain(&mut self, c: &ErrorChain) -> io::Result<()> {
-        let mut lines = output::chain_lines(c);
-        if let Some(head) = lines.first_mut() {
-            *head = format!("{} {head}", clock());
-        }
-        for l in lines {
+        for l in output::stamped_chain_lines(c, &clock()) {
             writeln!(self.out, "{l}")?;
         }
         self.out.flush()
@@ -403,6 +409,11 @@ impl Report for Tee<'_> {
         self.second.interval(iv)
     }
 
+    fn turn(&mut self) -> io::Result<()> {
+        self.first.turn()?;
+        self.second.turn()
+    }
+
     fn summary(&mut self, s: &Summary) -> io::Result<()> {
         self.first.summary(s)?;
         self.second.summary(s)
@@ -424,15 +435,27 @@ fn terminal_rows() -> usize {
 
 /// The local time of day, `HH:MM:SS`.
 fn clock() -> String {
-    let mut t: libc::time_t = 0;
-    // SAFETY: an all-zero tm is valid; time and localtime_r write into our locals.
+    let mut hms = local_time(SystemTime::now(), false);
+    hms.truncate("HH:MM:SS".len());
+    hms
+}
+
+/// `t` in local time: `YYYY-MM-DD HH:MM:SS` with `date`, else the time of
+/// day to the millisecond, `HH:MM:SS.mmm`.
+pub(crate) fn local_time(t: SystemTime, date: bool) -> String {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = libc::time_t::try_from(since.as_secs()).unwrap_or(libc::time_t::MAX);
+    // SAFETY: an all-zero tm is valid; localtime_r writes into our local.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // SAFETY: see above.
-    unsafe {
-        libc::time(&mut t);
-        libc::localtime_r(&t, &mut tm);
+    unsafe { libc::localtime_r(&secs, &mut tm) };
+    let (h, m, s) = (tm.tm_hour, tm.tm_min, tm.tm_sec);
+    if date {
+        let (y, mo, d) = (tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+        format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02}:{s:02}")
+    } else {
+        format!("{h:02}:{m:02}:{s:02}.{:03}", since.subsec_millis())
     }
-    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
 }
 
 /// The final table: totals since attach, mean rate over `secs`; latency

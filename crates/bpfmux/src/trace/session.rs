@@ -167,13 +167,17 @@ impl Session {
                 .saturating_duration_since(now)
                 .min(Duration::from_millis(100));
             match &ring {
-                // EINTR on a signal is fine: `stop` is asked next.
+                // EINTR on a signal is fine: `stop` is asked next. What it
+                // left unread is read now, so that everything sent so far
+                // is reported before the turn (a dump asked for then holds it).
                 Some(r) => {
                     let _ = r.poll(wait);
+                    let _ = r.consume();
                 }
                 None => std::thread::sleep(wait),
             }
             deliver(report, false)?;
+            report.turn().map_err(Error::Report)?;
             if Instant::now() >= next_tick {
                 let snap = t.snapshot()?;
                 let secs = last_tick.elapsed().as_secs_f64();

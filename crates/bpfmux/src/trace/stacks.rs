@@ -47,6 +47,13 @@ const MAX_SYMBOL_OFFSET: u64 = 1 << 20;
 /// Reading the keys takes at most 1 part in this many of the loop's time.
 const SCAN_SHARE: u32 = 10;
 
+/// Error chains' user stacks kept normalized at most (apart from those the
+/// scans keep, which the `stack_counts` map bounds): the cache is emptied
+/// when it is full. A chain's stack is printed as the chain comes, so what
+/// this saves is only normalizing a repeated stack again; without a bound a
+/// long run would keep one entry per process that ever failed.
+pub(crate) const CHAIN_STACKS_KEPT: usize = 4096;
+
 /// How user stacks were normalized in a run: in the summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct UserStackTotals {
@@ -78,6 +85,10 @@ pub(crate) struct UserStacks {
     usyms: UserSymbolizer,
     /// (process, stack id) → its frames.
     captured: HashMap<(u32, u32), Vec<Frame>>,
+    /// The same for error chains' stacks, at most [`CHAIN_STACKS_KEPT`].
+    chain_stacks: HashMap<(u32, u32), Vec<Frame>>,
+    /// Chains' stacks normalized (and not since moved to `captured`).
+    chain_normalized: u64,
     during_run: bool,
     at_end: u64,
     scans: u64,
@@ -94,6 +105,8 @@ impl UserStacks {
             cache: CaptureCache::default(),
             usyms: UserSymbolizer::default(),
             captured: HashMap::new(),
+            chain_stacks: HashMap::new(),
+            chain_normalized: 0,
             during_run,
             at_end: 0,
             scans: 0,
@@ -141,6 +154,11 @@ impl UserStacks {
         if self.captured.contains_key(&(tgid, id)) {
             return Ok(());
         }
+        if let Some(frames) = self.chain_stacks.remove(&(tgid, id)) {
+            self.chain_normalized -= 1;
+            self.captured.insert((tgid, id), frames);
+            return Ok(());
+        }
         let addrs = events::stack_addrs(obj, id)?;
         self.captured
             .insert((tgid, id), self.cache.normalize(tgid, &addrs));
@@ -159,12 +177,7 @@ impl UserStacks {
         let Some(frames) = self.captured.get(&(tgid, id)) else {
             return Vec::new();
         };
-        let results = self.usyms.symbolize_captured(&self.cache, frames);
-        frames
-            .iter()
-            .zip(results)
-            .map(|(f, r)| StackFrame::new(f.addr, r))
-            .collect()
+        symbolized(&mut self.usyms, &self.cache, frames)
     }
 
     /// [`Self::frames`] as lines: `name+0xoff`, or the address.
@@ -172,14 +185,40 @@ impl UserStacks {
         lines(&self.frames(tgid, id, addrs))
     }
 
-    /// [`Self::lines`] of a stack read from the `stacks` map now.
-    pub fn lines_of(&mut self, obj: &TraceObject, tgid: u32, id: u32) -> Vec<String> {
-        let addrs = if self.captured.contains_key(&(tgid, id)) {
-            Vec::new()
-        } else {
+    /// The lines of user stack `id` of `tgid` for an error chain, as it
+    /// comes: normalized now unless it was, and kept (in a cache of at most
+    /// [`CHAIN_STACKS_KEPT`]) for the next chain of the same stack.
+    pub fn chain_lines(&mut self, obj: &TraceObject, tgid: u32, id: u32) -> Vec<String> {
+        // A stack that cannot be read shows as nothing, as before.
+        self.chain_lines_with(tgid, id, || {
             events::stack_addrs(obj, id).unwrap_or_default()
+        })
+    }
+
+    /// [`Self::chain_lines`], the stack's addresses from `addrs` when
+    /// they are needed.
+    fn chain_lines_with(
+        &mut self,
+        tgid: u32,
+        id: u32,
+        addrs: impl FnOnce() -> Vec<u64>,
+    ) -> Vec<String> {
+        let key = (tgid, id);
+        if self.captured.contains_key(&key) {
+            return self.lines(tgid, id, &[]);
+        }
+        if !self.chain_stacks.contains_key(&key) {
+            if self.chain_stacks.len() >= CHAIN_STACKS_KEPT {
+                self.chain_stacks.clear();
+            }
+            let frames = self.cache.normalize(tgid, &addrs());
+            self.chain_normalized += 1;
+            self.chain_stacks.insert(key, frames);
+        }
+        let Some(frames) = self.chain_stacks.get(&key) else {
+            return Vec::new();
         };
-        self.lines(tgid, id, &addrs)
+        lines(&symbolized(&mut self.usyms, &self.cache, frames))
     }
 
     /// What was normalized, and how.
@@ -187,7 +226,7 @@ impl UserStacks {
         let addresses = self.cache.stats();
         UserStackTotals {
             during_run: self.during_run,
-            stacks: self.captured.len() as u64,
+            stacks: self.captured.len() as u64 + self.chain_normalized,
             at_end: self.at_end,
             addresses,
             hit_rate: addresses.hit_rate(),
@@ -195,6 +234,20 @@ impl UserStacks {
             capture_ms: ms(self.capture_time),
         }
     }
+}
+
+/// Normalized frames, symbolized.
+fn symbolized(
+    usyms: &mut UserSymbolizer,
+    cache: &CaptureCache,
+    frames: &[Frame],
+) -> Vec<StackFrame> {
+    let results = usyms.symbolize_captured(cache, frames);
+    frames
+        .iter()
+        .zip(results)
+        .map(|(f, r)| StackFrame::new(f.addr, r))
+        .collect()
 }
 
 /// A stack the programs counted: the traced function, the process, how
@@ -346,5 +399,30 @@ mod tests {
         // Asked again: the frames kept, nothing normalized again.
         assert!(u.lines(me, 1, &[])[0].contains("marker"));
         assert_eq!(u.totals().at_end, 2);
+    }
+
+    /// Error chains' stacks are named as they come and kept in a cache of
+    /// their own, bounded however many processes fail.
+    #[test]
+    fn chain_stacks_are_named_and_their_cache_bounded() {
+        #[inline(never)]
+        fn chain_marker() -> u64 {
+            // A body of its own: not folded into another empty function.
+            std::hint::black_box(0x5eed)
+        }
+        let addr = chain_marker as *const () as u64;
+        let mut u = UserStacks::new(false);
+        let me = std::process::id();
+        let n = CHAIN_STACKS_KEPT as u32 + 10;
+        for id in 0..n {
+            let lines = u.chain_lines_with(me, id, || vec![addr]);
+            assert!(lines[0].contains("chain_marker+0x0"), "{lines:?}");
+            assert!(u.chain_stacks.len() <= CHAIN_STACKS_KEPT);
+        }
+        // Asked again while kept: not normalized again (no addresses).
+        let again = u.chain_lines_with(me, n - 1, Vec::new);
+        assert!(again[0].contains("chain_marker"), "{again:?}");
+        assert_eq!(u.totals().stacks, u64::from(n));
+        assert!(u.captured.is_empty());
     }
 }
