@@ -1,4 +1,4 @@
-//! Strict parsing of command-line values: addresses and seconds. Anything
+//! Strict parsing of command-line values: addresses, seconds, errnos. Anything
 //! the forms below do not describe exactly is an error naming the value,
 //! so a typo never turns into a different address or a huge wait.
 
@@ -59,6 +59,23 @@ pub fn parse_interval(s: &str) -> Result<f64, String> {
         return Err(format!("{s} seconds is too short (at least 0.001)"));
     }
     Ok(v)
+}
+
+/// An errno: its name in any case (`ENOMEM`, `eio`, the kernel's own such
+/// as `ENOTSUPP`), or its number (`12`, `-12`), 1 to 4095.
+pub fn parse_errno(s: &str) -> Result<i32, String> {
+    use bpfmux::trace::errors::{errno_by_name, errno_name};
+    if let Some(e) = errno_by_name(s) {
+        return Ok(e);
+    }
+    let n: i32 = s
+        .trim_start_matches('-')
+        .parse()
+        .map_err(|_| format!("{s}: neither an errno name (ENOMEM) nor a number"))?;
+    if errno_name(n).is_none() && !(1..=4095).contains(&n) {
+        return Err(format!("{s}: not an error number (1 to 4095)"));
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

@@ -2,8 +2,7 @@
 //! testing error paths. The run is `bpfmux trace`'s (the library's
 //! `trace::Session`) with fmod_ret programs instead of tracing ones.
 
-use anyhow::{anyhow, bail, Context as _};
-use bpfmux::trace::errors::{errno_by_name, errno_name};
+use anyhow::anyhow;
 use bpfmux::trace::inject::{InjectError, Injection};
 use bpfmux::trace::{self, Filters, JsonLines, PlainText};
 
@@ -72,17 +71,7 @@ pub struct Args {
 
 /// `ENOMEM`, `12` or `-12` → 12.
 fn parse_errno(s: &str) -> anyhow::Result<i32> {
-    if let Some(e) = errno_by_name(s) {
-        return Ok(e);
-    }
-    let n: i32 = s
-        .trim_start_matches('-')
-        .parse()
-        .with_context(|| format!("--errno {s}: neither an errno name (ENOMEM) nor a number"))?;
-    if errno_name(n).is_none() && !(1..=4095).contains(&n) {
-        bail!("--errno {s}: not an error number (1 to 4095)");
-    }
-    Ok(n)
+    crate::parse::parse_errno(s).map_err(|e| anyhow!("--errno {e}"))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -107,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..Default::default()
     };
     let json = args.json;
-    execute(&shared, opts, &mut Exports::none(), |out, notes| {
+    execute(&shared, opts, &mut Exports::none(), None, |out, notes| {
         if json {
             Output::Json(JsonLines::new(out, false).with_notes(notes))
         } else {

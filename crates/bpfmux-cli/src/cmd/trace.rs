@@ -6,15 +6,17 @@
 mod child;
 pub(super) mod exports;
 pub(super) mod inputs;
+mod record;
 mod signals;
 
 use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::bail;
+use bpfmux::trace::recorder::Trigger;
 use bpfmux::trace::{self, Control, Detail, Filters, Hint, Notes, Pattern, Summary};
 use bpfmux::trace::{EngineKind, SelectError, SelectOptions};
-use bpfmux::trace::{JsonLines, LiveTable, PlainText, Report, RunOptions, Session};
+use bpfmux::trace::{JsonLines, LiveTable, PlainText, Recording, Report, RunOptions, Session};
 
 use crate::parse::{parse_interval, parse_seconds};
 use crate::progress::AttachProgress;
@@ -72,6 +74,23 @@ traced caller above it in the chain returned an errno: the NULL explains a
 failure that was reported. Chains that end in NULL with no such caller are left
 out and counted at the end; --null all prints them too. Chains ending in an
 errno are always printed.
+
+--record-last N (with --errors) is an error recorder for runs left on, '*'
+included: instead of printing each chain it keeps the last N of each errno (the
+failing call's, as the summary counts them; --record-by function: of each
+failing function), and writes them out, oldest
+first, each as --errors prints it, under a head line with the date and time,
+what triggered the dump and the counts: on SIGUSR1 (kill -USR1 PID: bpfmux says
+its PID once attached; signals between two turns of its loop, 100 ms, make one
+dump), right after each chain in which a call returned a --record-on error (the
+failing call, or a caller passing an error on; a frequent one makes a dump each
+time), and at exit (-d, Ctrl-C, SIGTERM, the end of -c).
+Memory stays bounded however long it runs: at most N chains for each of at most
+1024 keys (past that, the key that failed least recently goes, counted in the
+dumps), each dump saying how much it holds. Dumps go to standard output, or are
+appended to --record-out FILE; with --json each is one JSON line
+{\"type\":\"recorded\",...}, and the summary carries the last as \"recorded\" (on
+standard output only there). The summary still counts every chain per error.
 
 --filter EXPR records only the calls the expression passes, decided in the BPF
 program before anything is counted or sent:
@@ -159,6 +178,13 @@ Examples:
                                              the chain of calls that failed, with -ENOENT
   bpfmux trace --errors 'ext4_*' --comm tar  every failing chain of ext4 calls tar makes
   bpfmux trace --errors --null all -d 5 '*'  every failing chain, NULL-only ones too
+  bpfmux trace --errors --record-last 3 '*'  keep the last 3 chains per errno, all
+                                             kernel; kill -USR1 PID prints them
+  bpfmux trace --errors --record-last 5 --record-on EINVAL --record-out err.log 'vfs_*'
+                                             append the last 5 per errno to err.log
+                                             after each EINVAL, and at exit
+  bpfmux trace --errors --record-last 1 --record-by function -d 60 'ext4_*'
+                                             the latest chain of each failing function
   bpfmux trace --filter 'errno == ENOENT' -c 'cat /nope' do_sys_openat2
                                              count only the calls that fail with ENOENT
   bpfmux trace --filter 'count > 4096 && ret > 0' vfs_read vfs_write
@@ -261,6 +287,8 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     exports: ExportArgs,
+    #[command(flatten)]
+    record: record::RecordArgs,
     /// Rows in the live table (default: the terminal's height).
     #[arg(short = 'n', long, value_name = "N")]
     top: Option<usize>,
@@ -388,14 +416,15 @@ impl Output {
         }
     }
 
-    /// The summary; in JSON with the exit status of `-c`'s command, when
-    /// there was one.
-    fn summary(&mut self, s: &Summary, command_exit: Option<i32>) -> std::io::Result<()> {
+    /// The summary; in JSON with the caller's `fields` too (the exit
+    /// status of `-c`'s command, the recorder's last dump).
+    fn summary(
+        &mut self,
+        s: &Summary,
+        fields: Vec<(String, serde_json::Value)>,
+    ) -> std::io::Result<()> {
         match self {
-            Output::Json(r) => r.summary_with(
-                s,
-                command_exit.map(|c| ("command_exit".to_string(), c.into())),
-            ),
+            Output::Json(r) => r.summary_with(s, fields),
             other => other.report().summary(s),
         }
     }
@@ -424,6 +453,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return list(&args, &patterns, &excludes);
     }
     let mut exports = args.exports.open(args.stacks, args.graph, args.args)?;
+    let record = args.record.open(args.json)?;
+    if record.as_ref().is_some_and(record::Setup::to_stdout) && exports.takes_stdout() {
+        bail!(
+            "--record-last writes its dumps to standard output, which an output given '-' \
+             takes: give --record-out FILE"
+        );
+    }
     // Per-call events and error chains come without interval lines.
     let intervals = !args.args && !args.errors && !args.graph;
     let opts = trace::TraceOptions {
@@ -444,7 +480,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         filters: Filters::default(),
         filter: args.filter(),
     };
-    execute(&shared, opts, &mut exports, |out, notes| {
+    execute(&shared, opts, &mut exports, record, |out, notes| {
         if args.json {
             Output::Json(JsonLines::new(out, intervals).with_notes(notes))
         } else if intervals && std::io::stdout().is_terminal() {
@@ -496,15 +532,21 @@ fn notes_to(out: impl Write + 'static, who: &str, verbose: u8) -> Notes {
 /// Plans, attaches, runs until the duration, the command's end or a signal,
 /// detaches and prints the summary, then writes the `exports`: the run of
 /// `bpfmux trace` and `bpfmux inject` (`opts.filters` comes from `shared`).
+/// With `record`, error chains are recorded instead of printed, and dumped
+/// on SIGUSR1, after a trigger error and at the end.
 pub(super) fn execute(
     shared: &Shared<'_>,
     mut opts: trace::TraceOptions,
     exports: &mut Exports,
+    record: Option<record::Setup>,
     output: impl FnOnce(crate::out::Stdout, Notes) -> Output,
 ) -> anyhow::Result<()> {
     let w = shared.which;
     let cgroup_id = w.cgroup.as_deref().map(inputs::cgroup_id).transpose()?;
     signals::install()?;
+    if record.is_some() {
+        signals::install_dump()?;
+    }
     let mut child = w.command.as_deref().map(Child::spawn).transpose()?;
     opts.filters = Filters {
         tgid: w.pid.or(child.as_ref().map(|c| c.pid as u32)),
@@ -561,7 +603,20 @@ pub(super) fn execute(
     let duration = w.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
     let mut session = Session::new(tracer, RunOptions { interval, duration });
     let mut stop = || signals::stopped() | child.as_mut().is_some_and(|c| c.exited());
-    let window = session.run(&mut stop, &mut *exports.report(output.report()));
+    if let Some(r) = &record {
+        eprintln!("{}", r.announce(shared.who));
+    }
+    let mut report = exports.report(output.report());
+    let (window, recorded) = match record {
+        Some(r) => {
+            let mut rec = Recording::new(&mut *report, r.recorder, r.sink, r.json, &signals::DUMP);
+            let window = session.run(&mut stop, &mut rec);
+            let (recorder, sink) = rec.finish();
+            (window, Some((recorder, sink, r.json)))
+        }
+        None => (session.run(&mut stop, &mut *report), None),
+    };
+    drop(report);
     bar.detaching(session.tracer().nr_attached());
     session.detach(&|k| bar.dec(k));
     bar.finish();
@@ -575,7 +630,23 @@ pub(super) fn execute(
     let window = window?;
     let stacks = exports.read_stacks(&mut session)?;
     let summary = session.summary(&window)?;
-    output.summary(&summary, child.as_ref().and_then(Child::exit_code))?;
+    let mut fields = Vec::new();
+    if let Some(c) = child.as_ref().and_then(Child::exit_code) {
+        fields.push(("command_exit".to_string(), c.into()));
+    }
+    if let Some((recorder, mut sink, json)) = recorded {
+        // The last dump, before the summary; with --json on standard
+        // output it is the summary's `recorded`, not a line of its own.
+        let dump = recorder.dump(Trigger::Exit, SystemTime::now());
+        let in_summary = json && matches!(sink, record::Sink::Stdout(_));
+        if !in_summary {
+            dump.write(&mut sink, json)?;
+        }
+        if json {
+            fields.push(("recorded".to_string(), serde_json::to_value(&dump)?));
+        }
+    }
+    output.summary(&summary, fields)?;
     std::mem::take(exports).finish(shared.who, stacks, &summary)
 }
 
