@@ -2,7 +2,8 @@
 # only, no shell in front), globs of hundreds of
 # functions, per-call events, clear errors, refused functions skipped by name, nothing
 # left attached after an error or a signal, --errors chains with exact calls and errnos
-# (NULL-only chains left out unless --null all),
+# (NULL-only chains left out unless --null all), the error recorder (--record-last: exactly
+# the last chains per errno on SIGUSR1, after --record-on, at exit: trace-record-*),
 # --graph call trees with exact counts per node, no program left behind by a traced call
 # that sleeps past the run (trace-sleeper-*), --stacks naming the user frames of a process
 # that exited before the run's end (trace-exited-stacks-*), the outputs other tools load
@@ -30,6 +31,7 @@ if on ours; then
 	run trace-refused-global tc refused global
 	run trace-sigterm-global tc sigterm global 'vfs_*'
 	run trace-errors-global tc errors global
+	run trace-record-global tc record global
 	run trace-exited-stacks-global tc exited-stacks global
 	run trace-exports-global tc exports global
 	run trace-nulls-global tc nulls global
@@ -74,6 +76,7 @@ if on ours stock-7.3; then
 	run trace-refused-all-tracing-multi tc refused-all tracing-multi
 	run trace-sigterm-tracing-multi tc sigterm tracing-multi 'vfs_*'
 	run trace-errors-tracing-multi tc errors tracing-multi
+	run trace-record-tracing-multi tc record tracing-multi
 	run trace-exited-stacks-tracing-multi tc exited-stacks tracing-multi
 	run trace-exports-tracing-multi tc exports tracing-multi
 	run trace-nulls-tracing-multi tc nulls tracing-multi
@@ -122,6 +125,9 @@ run trace-sigint-fentry-each tc sigint fentry-each 'vfs_*' '__x64_sys_*'
 run trace-sigterm-kprobe-multi tc sigterm kprobe-multi 'vfs_*'
 # --errors: the failing chain of an openat, on every engine with an exit side.
 run trace-errors-kprobe-multi tc errors kprobe-multi
+# --errors --record-last: the last 3 chains per errno, dumped on SIGUSR1, after --record-on
+# EBADF and at exit (trace-record-*).
+run trace-record-kprobe-multi tc record kprobe-multi
 run trace-errors-fentry-each tc errors fentry-each
 # --stacks: user frames of a process that exited before the run's end, named from what was
 # normalized while it ran (-c and --pid), and only addresses with --stacks-at-end.

@@ -1,5 +1,6 @@
 # `bpfmux trace '*'` on every traceable function (issue 26): one link per BTF object
-# (with --errors too on the global engine, whose exit side refuses some prototypes)
+# (with --errors too on the global engine, whose exit side refuses some prototypes; and
+# left on as an error recorder, --record-last, dumping on SIGUSR1 and after EBADF: issue 47)
 # where the engine allows, no function refused at attach (the selection predicts the
 # kernel), counts that leave out the attach's own text patching, whole progress lines on a
 # file, and SIGINT mid-attach answered at once with nothing left in the kernel.
@@ -13,6 +14,7 @@ if on ours; then
 		run "trace-all-$e" tc star "$e"
 	done
 	run trace-all-errors-global tc star global errors
+	run trace-all-record-global tc star global record
 	run trace-all-sigint-global tc star-sigint global 1
 	run trace-all-sigint-kprobe-multi tc star-sigint kprobe-multi 1
 	run trace-all-sigint-fentry-each tc star-sigint fentry-each 20

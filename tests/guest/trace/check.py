@@ -122,12 +122,24 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
   sigint ENGINE PATTERN      SIGINT while a long attach is under way: bpfmux stops the
                              attach, exits 130, and no link of it stays in the kernel
   sigterm ENGINE PATTERN     SIGTERM while tracing: a normal stop (summary, exit 0)
-  star ENGINE [errors]       every traceable function ('*', -d 1, stderr to a file): one
+  record ENGINE              --errors --record-last 3 of the openat and close paths of a trigger
+                             that pauses (--pid): SIGUSR1 dumps exactly the last 3 chains per
+                             errno of 5 openat (ENOENT) and 4 close (EBADF), matched to each
+                             call by its time; again on a second SIGUSR1; after 2 openat and 1
+                             close more, SIGTERM: the summary's `recorded` holds the last 3 of 7
+                             and of 5, its errors count every chain, no chain printed. Text
+                             appended to --record-out with --record-on EBADF: a dump right after
+                             the close's chain and one at exit. --record-by function
+  star ENGINE [errors|record] every traceable function ('*', -d 1, stderr to a file): one
                              link per BTF object the set spans, none refused at attach,
                              the attach's own calls (text patching) not counted, whole
                              progress lines, nothing left attached or in enabled_functions;
                              errors: the same with --errors (an exit side on every
-                             function: the selection predicts what the engine refuses)
+                             function: the selection predicts what the engine refuses);
+                             record: '*' with --errors --record-last 3 --record-on EBADF
+                             --record-out FILE left on: dumps after a trigger's bad closes,
+                             on SIGUSR1 (holding one of them) and at exit (the summary's
+                             `recorded` too), each within its bounds; nothing left attached
   star-sigint ENGINE SECS    '*' with SIGINT SECS seconds into the attach: a message at
                              once, exit 130 within a bound, nothing left in the kernel
 
@@ -141,6 +153,7 @@ import contextlib
 import gzip
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -326,6 +339,236 @@ def t_errors(bpfmux, trigger, engine):
     check(n == 0 and s.get("errors") == [], f"getpgid: {n} chains, {s.get('errors')} (want none)")
     f = calls(s, "__x64_sys_getpgid")
     check(f.get("calls") == GETPGID, f"getpgid: {f.get('calls')} calls (want {GETPGID})")
+
+
+# --record-last: the openat chain and a close of a bad descriptor (-EBADF).
+RECORD_LAST = 3
+CLOSE_CHAIN = ["__x64_sys_close"]
+RECORD_FUNCS = [*OPENAT_CHAIN, *CLOSE_CHAIN]
+RECORD_HEAD = (r"^=== \d{4}-\d\d-\d\d \d\d:\d\d:\d\d recorded error chains \((.*?)\): last (\d+) "
+               r"per (\w+), (\d+) held of (\d+) seen \((.*)\)$")
+RECORDING = f"recording the last {RECORD_LAST} error chains per errno"
+
+
+class Trigger:
+    """The trigger in the background: told to go on at each pause, its lines read as they
+    come (openat-timed/close-timed: "what START END" per call, kept in calls[what])."""
+
+    def __init__(self, trigger, args):
+        print(f"  running {trigger} {' '.join(args)}")
+        self.p = subprocess.Popen([trigger, *args], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        self.lines = queue.Queue()
+        self.calls = {"openat": [], "close": []}
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        for line in self.p.stdout:
+            self.lines.put(line)
+
+    def until_paused(self, timeout=60):
+        """Reads the lines up to the next "paused"; whether it came."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic())).split()
+            except queue.Empty:
+                break
+            if line == ["paused"]:
+                return True
+            if len(line) == 3 and line[0] in self.calls:
+                self.calls[line[0]].append((int(line[1]), int(line[2])))
+        return False
+
+    def go(self):
+        self.p.stdin.write("\n")
+        self.p.stdin.flush()
+
+    def end(self):
+        self.p.stdin.close()
+        try:
+            rc = self.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait()
+        check(rc == 0, f"the trigger exits 0 (got {rc})")
+
+
+def check_recorded(dump, how, want):
+    """A dump's groups per errno: want = {errno: (error, seen, call windows, calls, function)},
+    the chains exactly those of the calls in the windows (one each, oldest first)."""
+    groups = dump.get("groups", [])
+    got = sorted(g.get("errno") for g in groups)
+    check(got == sorted(want), f"{how}: groups of errnos {got} (want {sorted(want)})")
+    for errno, (error, seen, windows, calls_want, function) in want.items():
+        g = next((g for g in groups if g.get("errno") == errno), {})
+        chains = g.get("chains", [])
+        check(g.get("error") == error and g.get("key") == f"{error} ({errno})" and
+              g.get("seen") == seen and len(chains) == len(windows),
+              f"{how}: {error}: {len(chains)} chains held of {g.get('seen')} seen (want "
+              f"{len(windows)} of {seen})")
+        ts = [c.get("ts_ns") for c in chains]
+        check(len(ts) == len(windows) and
+              all(isinstance(t, int) and a <= t <= b for t, (a, b) in zip(ts, windows)),
+              f"{how}: {error}: the chains are those of the last {len(windows)} calls, oldest "
+              f"first (chain times {ts}; calls {windows})")
+        for i, c in enumerate(chains):
+            names = [k.get("function") for k in c.get("calls", [])]
+            check(names == calls_want and c.get("function") == function and
+                  c.get("errno") == errno and c.get("comm") == "trigger",
+                  f"{how}: {error} chain {i}: {c.get('comm')}: {names}, {c.get('error')} in "
+                  f"{c.get('function')} (want trigger: {calls_want}, {error} in {function})")
+    held = sum(len(g.get("chains", [])) for g in groups)
+    check(dump.get("chains_held") == held and dump.get("keys_evicted") == 0 and
+          dump.get("by") == "errno" and dump.get("last") == RECORD_LAST,
+          f"{how}: {dump.get('chains_held')} chains held (the groups hold {held}), "
+          f"{dump.get('keys_evicted')} keys evicted, by {dump.get('by')}, last {dump.get('last')}")
+
+
+def recorded_lines(lines):
+    """The dumps among JSON lines (not the summary, whose `recorded` is one too)."""
+    dumps = []
+    for line in lines:
+        if '"recorded"' not in line:
+            continue
+        try:
+            o = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line still being written
+        if o.get("type") == "recorded":
+            dumps.append(o)
+    return dumps
+
+
+def t_record(bpfmux, trigger, engine):
+    """--errors --record-last 3 on the openat and close paths of one process.
+
+    The trigger waits at a pause while bpfmux attaches (--pid: its calls only), then fails 5
+    openat (ENOENT) and 4 close (EBADF), each call timed with the clock of the chains, and
+    pauses: SIGUSR1 must dump exactly the last 3 of each errno (those calls' chains, oldest
+    first; 5 and 4 seen), and a second SIGUSR1 the same again. 2 openat and 1 close more,
+    then SIGTERM: the summary's `recorded` (the exit dump) holds the last 3 of 7 and of 5,
+    its errors count every chain, no chain was printed. Then the text form to a file with
+    --record-on EBADF under -c: a dump right after the close's chain, one at exit, both
+    appended; and --record-by function."""
+    t = Trigger(trigger, ["pause", "1", "openat-timed", "5", "close-timed", "4", "pause", "1",
+                          "openat-timed", "2", "close-timed", "1", "pause", "1"])
+    if not t.until_paused():
+        check(False, "the trigger starts and pauses")
+        t.end()
+        return
+    r = Running([bpfmux, "trace", *engine_args(engine), "--errors", "--record-last",
+                 str(RECORD_LAST), "--json", "--pid", str(t.p.pid), *RECORD_FUNCS])
+    announced = r.wait_for(lambda: RECORDING in r.stderr())
+    check(announced and f"kill -USR1 {r.p.pid}" in r.stderr(),
+          "once attached, bpfmux says it records, and its PID for SIGUSR1")
+    dumps = []
+    if announced:
+        t.go()
+        check(t.until_paused(), "the trigger made its first calls")
+        openat, close = t.calls["openat"], t.calls["close"]
+        check(len(openat) == 5 and len(close) == 4, f"{len(openat)} openat, {len(close)} close "
+              "timed (want 5, 4)")
+        for n in (1, 2):
+            r.p.send_signal(signal.SIGUSR1)
+            got = r.wait_for(lambda: len(recorded_lines(r.outs)) >= n, timeout=30, interval=0.05)
+            check(got, f"SIGUSR1 {n}: a dump on standard output within 30 s")
+            if not got:
+                break
+        dumps = recorded_lines(r.outs)
+        for n, d in enumerate(dumps[:2], 1):
+            check(d.get("trigger") == "request" and "trigger_error" not in d,
+                  f"dump {n}: trigger {d.get('trigger')} (want request)")
+            check_recorded(d, f"dump {n} (SIGUSR1)", {
+                2: ("ENOENT", 5, openat[2:5], OPENAT_CHAIN, "path_openat"),
+                9: ("EBADF", 4, close[1:4], CLOSE_CHAIN, "__x64_sys_close"),
+            })
+        t.go()
+        check(t.until_paused(), "the trigger made its last calls")
+    rc, _ = r.stop(signal.SIGTERM)
+    t.end()
+    check(rc == 0, f"exit status {rc} after SIGTERM while recording (want 0)")
+    try:
+        objs, s = parse(r.out)
+    except json.JSONDecodeError as e:
+        check(False, f"output is JSON lines ({e})")
+        return
+    if not announced or s is None:
+        check(s is not None, "a summary ends the output")
+        return
+    openat, close = t.calls["openat"], t.calls["close"]
+    chains = [o for o in objs if o.get("type") == "error"]
+    check(not chains, f"no chain printed as it came ({len(chains)} printed)")
+    check(len(recorded_lines(r.out.splitlines())) == 2,
+          "two dumps on standard output: the exit one is the summary's `recorded`")
+    rec = s.get("recorded") or {}
+    check(rec.get("trigger") == "exit", f"the summary's recorded: trigger {rec.get('trigger')} "
+          "(want exit)")
+    check_recorded(rec, "exit dump", {
+        2: ("ENOENT", 7, openat[4:7], OPENAT_CHAIN, "path_openat"),
+        9: ("EBADF", 5, close[2:5], CLOSE_CHAIN, "__x64_sys_close"),
+    })
+    if len(dumps) >= 1:
+        kept = [c.get("ts_ns") for g in dumps[0]["groups"] for c in g["chains"]]
+        still = [c.get("ts_ns") for g in rec.get("groups", []) for c in g["chains"]]
+        check(sorted(set(kept) & set(still)) == sorted([kept[2], kept[4], kept[5]]),
+              "the exit dump kept the newest of the first dump's chains, evicting the oldest")
+    want = [{"count": 7, "errno": 2, "error": "ENOENT",
+             "functions": [{"count": 7, "function": "path_openat"}]},
+            {"count": 5, "errno": 9, "error": "EBADF",
+             "functions": [{"count": 5, "function": "__x64_sys_close"}]}]
+    check(s.get("errors") == want, f"summary errors {s.get('errors')} (want {want})")
+    lost = s.get("lost", {})
+    check(set(lost.values()) == {0}, f"nothing lost ({lost})")
+
+    # Text, appended to a file, with a dump right after each chain where a call gave EBADF.
+    path = "/tmp/bpfmux-record.txt"
+    with open(path, "w") as f:
+        f.write("before\n")
+    args = [*engine_args(engine), "--errors", "--record-last", str(RECORD_LAST), "--record-on",
+            "EBADF", "--record-out", path, "-c",
+            f"{trigger} openat-missing 4 close-bad 1 openat-missing 1", *RECORD_FUNCS]
+    p = run(bpfmux, args)
+    check(p.returncode == 0, f"bpfmux trace {' '.join(args)} exits 0 (got {p.returncode})")
+    check("after each EBADF and at exit" in p.stderr, "text: says when it dumps")
+    with open(path) as f:
+        text = f.read()
+    print("  " + "\n  ".join(text.splitlines()))
+    check(text.startswith("before\n"), "text: dumps are appended to the file")
+    heads = re.findall(RECORD_HEAD, text, re.M)
+    whys = [h[0] for h in heads]
+    check(whys == ["after EBADF", "at exit"], f"text: dumps {whys} (want after EBADF, at exit)")
+    blocks = text.split("=== end of recorded error chains")
+    for i, (seen, enoent) in enumerate([(5, 4), (6, 5)][:len(blocks) - 1]):
+        b = blocks[i]
+        n_enoent = len(re.findall(r"^\d\d:\d\d:\d\d\.\d{3} trigger\[\d+/\d+\] ENOENT in "
+                                  r"path_openat, 3 calls$", b, re.M))
+        n_ebadf = len(re.findall(r"^\d\d:\d\d:\d\d\.\d{3} trigger\[\d+/\d+\] EBADF in "
+                                 r"__x64_sys_close, 1 call$", b, re.M))
+        check(f"--- ENOENT (2): last 3 of {enoent}\n" in b and
+              "--- EBADF (9): last 1 of 1\n" in b and n_enoent == 3 and n_ebadf == 1 and
+              f"held of {seen} seen" in b,
+              f"text: dump {i + 1}: 3 of {enoent} ENOENT chains, 1 of 1 EBADF, {seen} seen "
+              f"({n_enoent} and {n_ebadf} chain head lines)")
+    check(" in path_openat, 3 calls" not in p.stdout, "text: no chain on standard output")
+    check(re.search(r"^ENOENT \(2\) +5  path_openat 5$", p.stdout, re.M) is not None and
+          re.search(r"^EBADF \(9\) +1  __x64_sys_close 1$", p.stdout, re.M) is not None,
+          "text: the summary counts every chain per error")
+
+    # Per failing function, the last one each.
+    objs, s = traced(bpfmux, trigger, engine, ["--errors", "--record-last", "1", "--record-by",
+                                               "function"], RECORD_FUNCS,
+                     "openat-missing 2 close-bad 2")
+    if not s:
+        return
+    rec = s.get("recorded") or {}
+    keys = [(g.get("function"), g.get("seen"), len(g.get("chains", []))) for g in
+            rec.get("groups", [])]
+    want = [("__x64_sys_close", 2, 1), ("path_openat", 2, 1)]
+    check(rec.get("by") == "function" and keys == want,
+          f"--record-by function: {rec.get('by')}, groups {keys} (want {want})")
+    n = len([o for o in objs if o.get("type") == "recorded"])
+    check(n == 0, f"--record-by function: {n} dump lines (want 0: the summary has the exit one)")
 
 
 EXITED_CALLS = 3
@@ -1466,6 +1709,8 @@ def star_selection(bpfmux, extra=()):
 
 
 def t_star(bpfmux, trigger, engine, mode="count"):
+    if mode == "record":
+        return t_star_record(bpfmux, trigger, engine)
     mode_args = {"count": [], "errors": ["--errors"]}[mode]
     selected, objects = star_selection(bpfmux, [*engine_args(engine), *mode_args])
     with open("/tmp/star.err", "w+") as err:
@@ -1505,6 +1750,80 @@ def t_star(bpfmux, trigger, engine, mode="count"):
         if name in selected:
             check(n.get(name, 0) == 0, f"{name}: {n.get(name, 0)} calls counted (want 0: only the attach "
                   "and detach call it)")
+
+
+def t_star_record(bpfmux, trigger, engine):
+    """'*' with --errors --record-last 3 --record-on EBADF --record-out FILE --json, left on:
+    3 closes of a bad descriptor by the trigger make dumps (after EBADF), SIGUSR1 one more
+    that holds a trigger chain through __x64_sys_close -EBADF, SIGTERM the exit dump, which
+    is also the summary's `recorded`; every dump within its bounds (at most 3 chains per
+    errno, its counts adding up); nothing left attached."""
+    out = "/tmp/star-record.json"
+    if os.path.exists(out):
+        os.remove(out)
+    r = Running([bpfmux, "trace", *engine_args(engine), "--errors", "--record-last",
+                 str(RECORD_LAST), "--record-on", "EBADF", "--record-out", out, "--json", "*"])
+    t0 = time.monotonic()
+    announced = r.wait_for(lambda: RECORDING in r.stderr(), timeout=600)
+    check(announced, f"attached and recording after {time.monotonic() - t0:.1f} s")
+
+    def dumps():
+        try:
+            with open(out) as f:
+                return recorded_lines(f.read().splitlines())
+        except FileNotFoundError:
+            return []
+
+    if announced:
+        p = subprocess.run([trigger, "close-bad", "3"], capture_output=True, text=True)
+        check(p.returncode == 0, f"trigger close-bad 3 exits 0 (got {p.returncode}: {p.stderr})")
+        got = r.wait_for(lambda: any(d.get("trigger") == "error" for d in dumps()), timeout=30)
+        check(got, "a dump after EBADF within 30 s")
+        r.p.send_signal(signal.SIGUSR1)
+        got = r.wait_for(lambda: any(d.get("trigger") == "request" for d in dumps()), timeout=30)
+        check(got, "a dump within 30 s of SIGUSR1")
+    rc, took = r.stop(signal.SIGTERM, timeout=300)
+    check(rc == 0, f"exit 0 after SIGTERM (got {rc}, {took:.1f} s after it)")
+    check_nothing_attached("'*' recording")
+    check_nothing_enabled("'*' recording")
+    if not announced or rc != 0:
+        return
+    ds = dumps()
+    whys = [d.get("trigger") for d in ds]
+    print(f"  dumps: {whys}")
+    check(whys.count("request") == 1 and whys[-1:] == ["exit"] and "error" in whys,
+          f"dumps after EBADF, one on SIGUSR1, one at exit last ({whys})")
+    for i, d in enumerate(ds):
+        groups = d.get("groups", [])
+        sizes = [(g.get("key"), len(g.get("chains", [])), g.get("seen")) for g in groups]
+        held = sum(n for _, n, _ in sizes)
+        check(all(0 < n <= RECORD_LAST and seen >= n for _, n, seen in sizes) and
+              d.get("chains_held") == held and held <= RECORD_LAST * len(groups) and
+              d.get("chains_seen", 0) >= held and (d.get("bytes_held", 0) > 0) == (held > 0),
+              f"dump {i + 1} ({d.get('trigger')}): within bounds: {d.get('chains_held')} held "
+              f"of {d.get('chains_seen')} seen, {d.get('bytes_held')} bytes, groups {sizes}")
+        if d.get("trigger") == "error":
+            check(d.get("trigger_error") == "EBADF", f"dump {i + 1}: after "
+                  f"{d.get('trigger_error')} (want EBADF)")
+
+    def trigger_close(d):
+        return any(c.get("comm") == "trigger" and
+                   any(k.get("function") == "__x64_sys_close" and k.get("error") == "EBADF"
+                       for k in c.get("calls", []))
+                   for g in d.get("groups", []) for c in g.get("chains", []))
+
+    req = [d for d in ds if d.get("trigger") == "request"]
+    check(bool(req) and trigger_close(req[0]),
+          "the SIGUSR1 dump holds a trigger chain through __x64_sys_close -EBADF")
+    try:
+        _, s = parse(r.out)
+    except json.JSONDecodeError as e:
+        check(False, f"output is JSON lines ({e})")
+        return
+    check(s is not None and ds and s.get("recorded") == ds[-1],
+          "the summary's `recorded` is the exit dump written to the file")
+    check(s is not None and s.get("functions_attached", 0) > 10000,
+          f"{s and s.get('functions_attached')} functions attached")
 
 
 def t_sleeper(bpfmux, trigger, engine):
@@ -1631,8 +1950,8 @@ def main():
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
      "fds": t_fds, "star-sigint": t_star_sigint, "filter": t_filter,
-     "filter-strings": t_filter_strings, "args-types": t_args_types}[what](bpfmux, trigger,
-                                                                            *rest)
+     "filter-strings": t_filter_strings, "args-types": t_args_types,
+     "record": t_record}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 
 

@@ -22,7 +22,12 @@
  * a known latency); mmap-self: mmap(NULL, 3 pages, PROT_READ, MAP_PRIVATE, /proc/self/exe,
  * page 5) and munmap (do_mmap: len 12288 with 4 KiB pages, pgoff 5 on the stack, its 7th
  * argument); targs: write(/proc/bpfmux_targs, "user-string" and its NUL), which makes the
- * test module targs_kmod call its functions with known arguments once each.
+ * test module targs_kmod call its functions with known arguments once each;
+ * close-bad: close(BAD_FD), a descriptor that cannot be open (__x64_sys_close fails with
+ * -EBADF); openat-timed and close-timed: openat-missing and close-bad, each call printing
+ * "openat START END" or "close START END" (CLOCK_MONOTONIC nanoseconds, the clock of
+ * bpfmux's chain times) on its own line; pause: prints "paused" and waits for a line on
+ * standard input (or its end), N times.
  * Nothing else in this program, its dynamic loader or libc's startup makes those system
  * calls, or an openat that fails.
  */
@@ -41,6 +46,47 @@
 #define MISSING_OTHER "/nonexistent-bpfmux-trigger/other"
 /* Above PID_MAX_LIMIT (4M): no process has it, whatever pid_max says. */
 #define MISSING_PID 0x7fffffff
+/* Above the kernel's NR_OPEN (1M): no descriptor has it, whatever the limits say. */
+#define BAD_FD 0x7ffffff0
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A call that must fail with `want`, N times; with `timed`, each one's START END. */
+static int fail_n(const char *what, long n, int want, int timed, int (*call)(void))
+{
+	for (long k = 0; k < n; k++) {
+		long long start = now_ns();
+		int r = call();
+		int e = errno;
+		long long end = now_ns();
+
+		if (r >= 0 || e != want) {
+			fprintf(stderr, "trigger: %s did not fail with errno %d (%d, errno %d)\n",
+				what, want, r, e);
+			return 1;
+		}
+		if (timed)
+			printf("%s %lld %lld\n", what, start, end);
+	}
+	fflush(stdout);
+	return 0;
+}
+
+static int openat_missing(void)
+{
+	return openat(AT_FDCWD, MISSING, O_RDONLY);
+}
+
+static int close_bad(void)
+{
+	return close(BAD_FD);
+}
 
 int main(int argc, char **argv)
 {
@@ -137,6 +183,21 @@ int main(int argc, char **argv)
 				}
 			}
 			close(fd);
+		} else if (!strcmp(argv[i], "close-bad") || !strcmp(argv[i], "close-timed")) {
+			if (fail_n("close", n, EBADF, !strcmp(argv[i], "close-timed"), close_bad))
+				return 1;
+		} else if (!strcmp(argv[i], "openat-timed")) {
+			if (fail_n("openat", n, ENOENT, 1, openat_missing))
+				return 1;
+		} else if (!strcmp(argv[i], "pause")) {
+			char line[64];
+
+			for (long k = 0; k < n; k++) {
+				printf("paused\n");
+				fflush(stdout);
+				if (!fgets(line, sizeof(line), stdin))
+					break;
+			}
 		} else if (!strcmp(argv[i], "sigaction")) {
 			struct sigaction old;
 
@@ -150,8 +211,8 @@ int main(int argc, char **argv)
 	if (argc < 3 || argc % 2 == 0) {
 		fprintf(stderr, "usage: trigger getpgid|getpgid-errors|getpgid-missing|"
 			"getpgid-negative|getpgid-self|getpgid-self-errors|getpriority|sigaction|"
-			"openat-missing|openat-other|"
-			"nanosleep0|nanosleep200ms|mmap-self|targs N ...\n");
+			"openat-missing|openat-other|nanosleep0|nanosleep200ms|mmap-self|targs|"
+			"close-bad|close-timed|openat-timed|pause N ...\n");
 		return 2;
 	}
 	return 0;
