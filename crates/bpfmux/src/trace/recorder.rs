@@ -528,7 +528,9 @@ fn kib(bytes: usize) -> String {
 /// A [`Report`] that records the session's error chains in a [`Recorder`]
 /// and writes a [`Dump`] to `sink` when one is due: asked for through
 /// `request` (checked on every turn of the session's loop, at least every
-/// 100 ms), and right after a chain of a trigger error. The run's last
+/// 100 ms, and answered at the turn after the one that saw it, once the
+/// ring buffers were read again), and right after a chain of a trigger
+/// error. The run's last
 /// dump is the caller's ([`Recording::finish`]: the recorder back). Chains
 /// go to `inner` too only with [`Recording::print_chains`]; everything else
 /// does always.
@@ -538,6 +540,8 @@ pub struct Recording<'a, W: Write> {
     sink: W,
     json: bool,
     request: &'a AtomicBool,
+    /// A request seen at the last turn, answered at this one.
+    requested: bool,
     print_chains: bool,
     dumps: u64,
 }
@@ -559,6 +563,7 @@ impl<'a, W: Write> Recording<'a, W> {
             sink,
             json,
             request,
+            requested: false,
             print_chains: false,
             dumps: 0,
         }
@@ -618,8 +623,18 @@ impl<W: Write> Report for Recording<'_, W> {
     }
 
     fn turn(&mut self) -> io::Result<()> {
-        if self.request.swap(false, Ordering::Relaxed) {
+        // A request seen now is answered at the next turn: the session reads
+        // its ring buffers once more in between, after the request was seen
+        // and so after the signal, and everything sent before the signal is
+        // in the dump. (Seen while this turn's chains were being delivered,
+        // which can take seconds when the kernel's symbols load first, it
+        // would miss those sent meanwhile.)
+        if self.requested {
+            self.requested = false;
             self.dump(Trigger::Request)?;
+        }
+        if self.request.swap(false, Ordering::Relaxed) {
+            self.requested = true;
         }
         self.inner.turn()
     }
@@ -968,6 +983,14 @@ mod tests {
         assert_eq!(rec.dumps(), 0);
         request.store(true, Ordering::Relaxed);
         rec.turn().unwrap();
+        assert_eq!(
+            rec.dumps(),
+            0,
+            "answered at the next turn, after one more read"
+        );
+        rec.error_chain(&chain("path_openat", Some(2), 3)).unwrap();
+        rec.turn().unwrap();
+        assert_eq!(rec.dumps(), 1, "one request, one dump");
         rec.turn().unwrap();
         assert_eq!(rec.dumps(), 1, "one request, one dump");
         assert!(!request.load(Ordering::Relaxed));
@@ -975,10 +998,10 @@ mod tests {
         rec.error_chain(&chain("fget", Some(9), 2)).unwrap();
         assert_eq!(rec.dumps(), 2);
         let (r, _) = rec.finish();
-        assert_eq!(r.held(), 2);
+        assert_eq!(r.held(), 3);
         assert_eq!(
             (inner.chains, inner.turns),
-            (0, 3),
+            (0, 4),
             "chains are only recorded"
         );
         let dumps: Vec<serde_json::Value> = String::from_utf8(sink)
@@ -989,7 +1012,8 @@ mod tests {
         assert_eq!(dumps.len(), 2);
         assert_eq!(
             (&dumps[0]["trigger"], &dumps[0]["chains_held"]),
-            (&"request".into(), &1.into())
+            (&"request".into(), &2.into()),
+            "the dump holds the chain that came in the turn after the request"
         );
         assert_eq!(dumps[1]["trigger_error"], "EBADF");
         assert_eq!(dumps[1]["groups"][1]["chains"][0]["function"], "fget");
