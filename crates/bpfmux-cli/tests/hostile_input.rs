@@ -224,6 +224,63 @@ fn input_files_are_bounded_and_checked() {
     );
 }
 
+/// --cgroup, --cgroup-exact and --pid-ns say what is wrong with what they
+/// were given, for `trace` and `inject` alike, before anything is loaded.
+#[test]
+fn scoping_inputs_are_checked() {
+    for verb in ["trace", "inject"] {
+        for opt in ["--cgroup", "--cgroup-exact"] {
+            let err = fails(&[verb, opt, "/proc", "vfs_read"]);
+            assert!(
+                err.contains(&format!(
+                    "{opt} /proc: not a cgroup v2 directory (cgroup v2 "
+                )),
+                "{err}"
+            );
+            let err = fails(&[verb, opt, "/nonexistent-bpfmux", "vfs_read"]);
+            assert!(
+                err.contains(&format!("{opt} /nonexistent-bpfmux: No such file")),
+                "{err}"
+            );
+        }
+        let err = fails(&[verb, "--cgroup", "/a", "--cgroup-exact", "/b", "vfs_read"]);
+        assert!(err.contains("cannot be used with"), "{err}");
+        let err = fails(&[verb, "--pid-ns", "/etc/hostname", "vfs_read"]);
+        assert!(
+            err.contains("--pid-ns /etc/hostname: not a namespace file (e.g. /proc/PID/ns/pid)"),
+            "{err}"
+        );
+        let err = fails(&[verb, "--pid-ns", "/proc/self/ns/net", "vfs_read"]);
+        assert!(
+            err.contains("a net namespace, not a pid namespace"),
+            "{err}"
+        );
+        let err = fails(&[verb, "--pid-ns", "2147483647", "vfs_read"]);
+        assert!(
+            err.contains("--pid-ns 2147483647: no such process"),
+            "{err}"
+        );
+        let err = fails(&[
+            verb,
+            "--pid-ns",
+            "/proc/self/ns/pid",
+            "-c",
+            "true",
+            "vfs_read",
+        ]);
+        assert!(err.contains("cannot be used with"), "{err}");
+        // A process ID the namespace does not have; 0.
+        let me = std::process::id().to_string();
+        let err = fails(&[verb, "--pid-ns", &me, "--pid", "2147483647", "vfs_read"]);
+        assert!(
+            err.contains("--pid 2147483647: no process with this ID in pid namespace pid:["),
+            "{err}"
+        );
+        let err = fails(&[verb, "--pid-ns", &me, "--pid", "0", "vfs_read"]);
+        assert!(err.contains("--pid 0 is not a process"), "{err}");
+    }
+}
+
 /// `trace --list 'vfs_*'` after the shell commands `setup`, in a private
 /// mount namespace: (status, stderr).
 fn list_in_mount_ns(setup: &str) -> (Option<i32>, String) {

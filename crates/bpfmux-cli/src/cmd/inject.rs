@@ -86,7 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         which: &args.which,
         verbose: args.verbose,
     };
-    shared.check()?;
+    let scope = shared.check()?;
     let opts = trace::TraceOptions {
         patterns: inputs::patterns(&args.patterns)?,
         excludes: inputs::patterns(&args.excludes)?,
@@ -96,13 +96,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..Default::default()
     };
     let json = args.json;
-    execute(&shared, opts, &mut Exports::none(), None, |out, notes| {
-        if json {
-            Output::Json(JsonLines::new(out, false).with_notes(notes))
-        } else {
-            Output::Plain(PlainText::new(out, false, None, false).with_notes(notes))
-        }
-    })
+    execute(
+        &shared,
+        scope,
+        opts,
+        &mut Exports::none(),
+        None,
+        |out, notes| {
+            if json {
+                Output::Json(JsonLines::new(out, false).with_notes(notes))
+            } else {
+                Output::Plain(PlainText::new(out, false, None, false).with_notes(notes))
+            }
+        },
+    )
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::bail;
 use bpfmux::trace::recorder::Trigger;
-use bpfmux::trace::{self, Control, Detail, Filters, Hint, Notes, Pattern, Summary};
+use bpfmux::trace::{self, CgroupMatch, Control, Detail, Filters, Hint, Notes, Pattern, Summary};
 use bpfmux::trace::{EngineKind, SelectError, SelectOptions};
 use bpfmux::trace::{JsonLines, LiveTable, PlainText, Recording, Report, RunOptions, Session};
 
@@ -147,6 +147,25 @@ with its arguments and return value as --args prints them, from per-call events
 (as --args, at most 256 functions), the only data with a call's own time
 (--latency and --graph add times up in the kernel, per function and per path).
 
+Scoping: which tasks' calls count, decided in the kernel before anything else
+(every option given must hold):
+  --pid PID             one process, by its ID in the initial pid namespace
+  --pid-ns NS           IDs as a pid namespace numbers them: NS is a namespace file
+                        (/proc/PID/ns/pid) or a process ID whose namespace it is (a
+                        container's process). --pid N --pid-ns NS: the process with ID
+                        N there (bpf_get_ns_current_pid_tgid); --pid-ns alone: every
+                        process whose own pid namespace it is (not those of namespaces
+                        nested in it)
+  --cgroup PATH         tasks of a cgroup v2 directory and of every cgroup below it (a
+                        container's cgroup with its sub-cgroups; the kernel tests the
+                        task's cgroup against it: bpf_current_task_under_cgroup)
+  --cgroup-exact PATH   tasks of that cgroup only, none below it
+  --comm NAME           tasks with that name
+  -c COMMAND            the command's process
+Whatever the scope, the output's process IDs (--args events, --stacks, --errors)
+are those of the initial pid namespace, as the host's /proc numbers them; with
+--pid and --pid-ns bpfmux says which process that is before it starts.
+
 Counting starts once every function is attached and stops before detaching.
 Ctrl-C (or SIGTERM) stops tracing, or abandons an attach in progress; either
 way everything attached is detached before bpfmux exits (status 130/143 when
@@ -210,6 +229,14 @@ Examples:
                                              the call tree's time, as a pprof profile
   bpfmux trace --latency --chrome-trace ls.json -c 'ls /' vfs_read vfs_getattr
                                              each call on a timeline (ui.perfetto.dev)
+  bpfmux trace --cgroup /sys/fs/cgroup/system.slice/docker-ID.scope 'vfs_*'
+                                             a container's calls, its sub-cgroups' too
+  bpfmux trace --cgroup-exact /sys/fs/cgroup/system.slice 'vfs_*'
+                                             tasks of that cgroup itself only
+  bpfmux trace --pid-ns 4242 --pid 1 'tcp_*' process 1 of the pid namespace of process
+                                             4242 (a container's init)
+  bpfmux trace --pid-ns /proc/4242/ns/pid -d 5 'vfs_*'
+                                             every process of that pid namespace
   bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)
   bpfmux trace --list 'tcp_*'                the functions a pattern selects, no attach
   bpfmux trace -f funcs.txt -d 5             patterns from a file, one per line")]
@@ -347,15 +374,27 @@ impl From<Nulls> for trace::errors::NullReturns {
 /// inject` share.
 #[derive(clap::Args)]
 pub(super) struct Which {
-    /// Only calls made by this process.
+    /// Only calls made by this process (its ID in the initial pid
+    /// namespace; with --pid-ns, its ID in that namespace).
     #[arg(short, long)]
     pid: Option<u32>,
+    /// Process IDs as this pid namespace numbers them: a namespace file
+    /// (/proc/PID/ns/pid) or a process ID whose namespace it is (a
+    /// container's process). With --pid, that process of the namespace;
+    /// alone, every process of it.
+    #[arg(long, value_name = "NS", conflicts_with = "command")]
+    pid_ns: Option<String>,
     /// Only calls made by tasks with this name (comm, at most 15 bytes).
     #[arg(long)]
     comm: Option<String>,
-    /// Only calls made in this cgroup v2 directory (e.g. /sys/fs/cgroup/foo).
+    /// Only calls made in this cgroup v2 directory or any cgroup below it
+    /// (e.g. /sys/fs/cgroup/system.slice/docker-ID.scope: a container).
     #[arg(long, value_name = "PATH")]
     cgroup: Option<std::path::PathBuf>,
+    /// Only calls made in this cgroup v2 directory itself, none in the
+    /// cgroups below it.
+    #[arg(long, value_name = "PATH", conflicts_with = "cgroup")]
+    cgroup_exact: Option<std::path::PathBuf>,
     /// Stop after this many seconds (default: Ctrl-C, or the end of -c).
     #[arg(short, long, value_name = "SECONDS", value_parser = parse_seconds)]
     duration: Option<f64>,
@@ -448,7 +487,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         which: &args.which,
         verbose: args.verbose,
     };
-    shared.check()?;
+    let scope = shared.check()?;
     if args.list {
         return list(&args, &patterns, &excludes);
     }
@@ -480,7 +519,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         filters: Filters::default(),
         filter: args.filter(),
     };
-    execute(&shared, opts, &mut exports, record, |out, notes| {
+    execute(&shared, scope, opts, &mut exports, record, |out, notes| {
         if args.json {
             Output::Json(JsonLines::new(out, intervals).with_notes(notes))
         } else if intervals && std::io::stdout().is_terminal() {
@@ -505,17 +544,43 @@ pub(super) struct Shared<'a> {
     pub verbose: u8,
 }
 
+/// The scope of a run as checked: the cgroup and pid namespace, the
+/// process `--pid` names in that namespace.
+#[derive(Default)]
+pub(super) struct Scope {
+    cgroup: Option<trace::CgroupFilter>,
+    pid_ns: Option<trace::PidNamespace>,
+    /// `--pid` of `--pid-ns`, by its ID here.
+    ns_process: Option<u32>,
+}
+
 impl Shared<'_> {
     /// The filters, checked before anything is loaded.
-    pub fn check(&self) -> anyhow::Result<()> {
+    pub fn check(&self) -> anyhow::Result<Scope> {
         let w = self.which;
         if w.command.is_some() && w.pid.is_some() {
             bail!("-c traces its own process; it cannot be combined with --pid");
         }
-        if let Some(pid) = w.pid {
-            inputs::check_pid(pid)?;
-        }
-        inputs::check_comm(w.comm.as_deref())
+        let pid_ns = w.pid_ns.as_deref().map(inputs::pid_ns).transpose()?;
+        let ns_process = match (w.pid, &pid_ns) {
+            (Some(pid), Some(ns)) => Some(inputs::pid_in_ns(pid, ns)?),
+            (Some(pid), None) => {
+                inputs::check_pid(pid)?;
+                None
+            }
+            (None, _) => None,
+        };
+        inputs::check_comm(w.comm.as_deref())?;
+        let cgroup = match (&w.cgroup, &w.cgroup_exact) {
+            (Some(p), _) => Some(inputs::cgroup(p, CgroupMatch::Subtree)?),
+            (None, Some(p)) => Some(inputs::cgroup(p, CgroupMatch::Exact)?),
+            (None, None) => None,
+        };
+        Ok(Scope {
+            cgroup,
+            pid_ns,
+            ns_process,
+        })
     }
 
     /// What the run says about itself, on standard error, as `who`.
@@ -536,13 +601,20 @@ fn notes_to(out: impl Write + 'static, who: &str, verbose: u8) -> Notes {
 /// on SIGUSR1, after a trigger error and at the end.
 pub(super) fn execute(
     shared: &Shared<'_>,
+    scope: Scope,
     mut opts: trace::TraceOptions,
     exports: &mut Exports,
     record: Option<record::Setup>,
     output: impl FnOnce(crate::out::Stdout, Notes) -> Output,
 ) -> anyhow::Result<()> {
     let w = shared.which;
-    let cgroup_id = w.cgroup.as_deref().map(inputs::cgroup_id).transpose()?;
+    if let (Some(pid), Some(ns), Some(here)) = (w.pid, &scope.pid_ns, scope.ns_process) {
+        eprintln!(
+            "{}: --pid {pid} of pid namespace {ns} is process {here} here; \
+             the output gives process IDs as the initial pid namespace numbers them",
+            shared.who
+        );
+    }
     signals::install()?;
     if record.is_some() {
         signals::install_dump()?;
@@ -550,7 +622,8 @@ pub(super) fn execute(
     let mut child = w.command.as_deref().map(Child::spawn).transpose()?;
     opts.filters = Filters {
         tgid: w.pid.or(child.as_ref().map(|c| c.pid as u32)),
-        cgroup_id,
+        pid_ns: scope.pid_ns,
+        cgroup: scope.cgroup,
         comm: w.comm.clone(),
     };
     let plan = trace::plan(opts).map_err(|e| match e {

@@ -280,14 +280,53 @@ volatile __u32 armed;
 /* Calls chosen for injection so far (those past inject_times included). */
 __u64 inject_tickets;
 
+/*
+ * Scoping (src/trace/scoping.rs). filter_cgroup_tree: the cgroup in
+ * cgroup_tree[0] and every cgroup below it count, not filter_cgroup alone.
+ * filter_pidns_ino: only tasks whose own pid namespace is that one (its
+ * device as the kernel encodes it in filter_pidns_dev), and filter_tgid is
+ * a process ID as that namespace numbers it.
+ */
+#define MAP_CGROUP_ARRAY 8
+const volatile bool filter_cgroup_tree;
+const volatile __u64 filter_pidns_dev;
+const volatile __u64 filter_pidns_ino;
+
+struct {
+	__uint(type, MAP_CGROUP_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} cgroup_tree SEC(".maps");
+
+/* linux/bpf.h: what bpf_get_ns_current_pid_tgid fills. */
+struct bpf_pidns_info {
+	__u32 pid;
+	__u32 tgid;
+};
+
 static __always_inline bool pass_filters(void)
 {
 	if (!armed)
 		return false;
-	if (filter_tgid && (bpf_get_current_pid_tgid() >> 32) != filter_tgid)
+	if (filter_pidns_ino) {
+		struct bpf_pidns_info ns;
+
+		/* fails for a task of any other pid namespace */
+		if (bpf_get_ns_current_pid_tgid(filter_pidns_dev, filter_pidns_ino, &ns, sizeof(ns)))
+			return false;
+		if (filter_tgid && ns.tgid != filter_tgid)
+			return false;
+	} else if (filter_tgid && (bpf_get_current_pid_tgid() >> 32) != filter_tgid) {
 		return false;
-	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
+	}
+	if (filter_cgroup_tree) {
+		/* 1: under it (or in it); 0: not; < 0: no cgroup in the map */
+		if (bpf_current_task_under_cgroup(&cgroup_tree, 0) != 1)
+			return false;
+	} else if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup) {
 		return false;
+	}
 	if (filter_comm_on) {
 		char comm[16];
 

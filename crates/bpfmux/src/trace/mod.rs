@@ -62,6 +62,7 @@ mod pointee;
 mod program;
 pub mod recorder;
 pub mod report;
+pub mod scoping;
 mod select;
 pub mod session;
 pub mod stacks;
@@ -88,6 +89,7 @@ pub use pointee::{Pointees, MAX_DEPTH as MAX_POINTEE_DEPTH};
 pub use program::Filters;
 pub use recorder::{RecordBy, RecordOptions, Recorder, Recording};
 pub use report::{Interval, JsonLines, LiveTable, PlainText, Report, Tee};
+pub use scoping::{CgroupFilter, CgroupMatch, PidNamespace, ScopingError};
 pub use select::{
     describe_dropped, select, DropReason, Dropped, Func, KernelRefusal, SelectError, SelectOptions,
     Selection,
@@ -120,6 +122,11 @@ pub enum Error {
     /// has, a value out of its range, ...): where, and why.
     #[error(transparent)]
     Filter(#[from] filter::FilterError),
+    /// The cgroup or pid namespace to trace cannot be used (see
+    /// [`scoping`]); checked when the options are made, and again for a
+    /// cgroup when the programs are given it.
+    #[error(transparent)]
+    Scoping(#[from] scoping::ScopingError),
     /// [`Control::cancel`] was set before the attach was done; nothing stays
     /// attached.
     #[error("interrupted while attaching (everything attached so far was detached)")]
@@ -280,7 +287,7 @@ pub struct TraceOptions {
     /// Make calls fail instead of tracing them (see [`inject`]): fmod_ret
     /// programs, on the functions of the kernel's error-injection list.
     pub inject: Option<inject::Injection>,
-    /// Which calls count (process, cgroup, task name).
+    /// Which calls count (process, pid namespace, cgroup, task name).
     pub filters: Filters,
     /// Which calls are recorded, by their arguments, return value, errno
     /// and latency (see [`filter`]).

@@ -19,6 +19,7 @@ use libbpf_rs::libbpf_sys;
 use libbpf_rs::{AsRawLibbpf, MapCore, Object, ObjectBuilder};
 
 use super::inject::Injection;
+use super::scoping::{CgroupFilter, CgroupMatch, PidNamespace};
 use super::{Error, Step as _};
 use crate::bpf::trace as skel;
 
@@ -76,13 +77,18 @@ impl Entry {
     }
 }
 
-/// Which calls count: all three filters must pass.
+/// Which calls count: every filter given must pass.
 #[derive(Clone, Debug, Default)]
 pub struct Filters {
-    /// Only this process (thread group).
+    /// Only this process (thread group): its ID in the initial pid
+    /// namespace, or in `pid_ns` when that is given.
     pub tgid: Option<u32>,
-    /// cgroup v2 id (the inode number of the cgroup directory).
-    pub cgroup_id: Option<u64>,
+    /// Only tasks of this pid namespace (its own processes, not those of
+    /// namespaces nested in it); with `tgid`, the process of that ID in it.
+    pub pid_ns: Option<PidNamespace>,
+    /// Only tasks of this cgroup v2 directory (and those below it, as its
+    /// [`CgroupMatch`] says).
+    pub cgroup: Option<CgroupFilter>,
     /// Task comm, at most 15 bytes.
     pub comm: Option<String>,
 }
@@ -279,7 +285,31 @@ impl TraceObject {
         if !cfg.derefs.is_empty() {
             this.fill_per_function("deref_funcs", &cfg.derefs, "the pointee reads")?;
         }
+        if let Some(c) = &cfg.filters.cgroup {
+            if c.matching() == CgroupMatch::Subtree {
+                this.fill_cgroup_tree(c)?;
+            }
+        }
         Ok(this)
+    }
+
+    /// The cgroup whose subtree counts, by a descriptor of its directory
+    /// (map `cgroup_tree`, which `bpf_current_task_under_cgroup` reads).
+    fn fill_cgroup_tree(&self, cgroup: &CgroupFilter) -> Result<(), Error> {
+        let dir = cgroup.open_dir()?;
+        let fd = u32::try_from(dir.as_raw_fd()).step("a cgroup directory's descriptor")?;
+        self.map("cgroup_tree")?
+            .update(
+                &0u32.to_ne_bytes(),
+                &fd.to_ne_bytes(),
+                libbpf_rs::MapFlags::ANY,
+            )
+            .with_step(|| {
+                format!(
+                    "giving the trace programs cgroup {} (map cgroup_tree)",
+                    cgroup.path().display()
+                )
+            })
     }
 
     /// Each function's value (by index) of an array map, in one batch:
@@ -468,6 +498,15 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> Resu
     if cfg.filters.comm.as_deref() == Some("") {
         return Err(Error::Options("a task name filter needs a non-empty name"));
     }
+    // The namespace's inode is never 0: 0 is "no namespace filter".
+    if cfg
+        .filters
+        .pid_ns
+        .as_ref()
+        .is_some_and(|ns| ns.inode() == 0)
+    {
+        return Err(Error::Options("a pid namespace filter needs a namespace"));
+    }
     let mut comm = [0i8; 16];
     if let Some(c) = &cfg.filters.comm {
         for (d, s) in comm.iter_mut().zip(c.bytes().take(15)) {
@@ -480,7 +519,14 @@ fn write_rodata(map: &mut libbpf_rs::OpenMapMut<'_>, cfg: &ObjectConfig) -> Resu
     let mut ro: skel::types::rodata = unsafe { std::mem::zeroed() };
     ro.want_latency = cfg.latency;
     ro.filter_tgid = cfg.filters.tgid.unwrap_or(0);
-    ro.filter_cgroup = cfg.filters.cgroup_id.unwrap_or(0);
+    if let Some(c) = &cfg.filters.cgroup {
+        ro.filter_cgroup = c.id();
+        ro.filter_cgroup_tree = c.matching() == CgroupMatch::Subtree;
+    }
+    if let Some(ns) = &cfg.filters.pid_ns {
+        ro.filter_pidns_dev = ns.kernel_dev();
+        ro.filter_pidns_ino = ns.inode();
+    }
     ro.filter_comm_on = cfg.filters.comm.is_some();
     ro.filter_comm = comm;
     ro.want_kstack = cfg.kstack;

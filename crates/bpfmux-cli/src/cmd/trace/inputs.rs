@@ -1,30 +1,40 @@
 //! `bpfmux trace`'s inputs, read and checked before anything is loaded:
-//! patterns (`-f FILE` too), `--cgroup`, `--pid`, `--comm`.
+//! patterns (`-f FILE` too), `--cgroup`, `--cgroup-exact`, `--pid`,
+//! `--pid-ns`, `--comm`.
 
-use std::ffi::CString;
-use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
-use anyhow::{bail, Context as _};
-use bpfmux::trace::{EngineKind, Pattern};
+use anyhow::{anyhow, bail, Context as _};
+use bpfmux::trace::{CgroupFilter, CgroupMatch, EngineKind, Pattern, PidNamespace};
 
 use crate::input::{read_text, MAX_TEXT_FILE};
 
-/// The cgroup v2 id of a cgroup directory: the inode number of it.
-pub fn cgroup_id(p: &std::path::Path) -> anyhow::Result<u64> {
-    const CGROUP2_SUPER_MAGIC: libc::c_long = 0x6367_7270;
-    let meta = std::fs::metadata(p).with_context(|| format!("--cgroup {}", p.display()))?;
-    let c = CString::new(p.as_os_str().as_encoded_bytes())?;
-    // SAFETY: statfs fills the zeroed struct from a NUL-terminated path.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    let on_cgroup2 = unsafe { libc::statfs(c.as_ptr(), &mut fs) } == 0
-        && fs.f_type as libc::c_long == CGROUP2_SUPER_MAGIC;
-    if !meta.is_dir() || !on_cgroup2 {
-        bail!(
-            "--cgroup {}: not a cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice)",
-            p.display()
-        );
+/// `--cgroup PATH` or `--cgroup-exact PATH`: a cgroup v2 directory.
+pub fn cgroup(path: &Path, matching: CgroupMatch) -> anyhow::Result<CgroupFilter> {
+    let option = match matching {
+        CgroupMatch::Subtree => "--cgroup",
+        CgroupMatch::Exact => "--cgroup-exact",
+    };
+    CgroupFilter::new(path, matching).map_err(|e| anyhow!("{option} {e}"))
+}
+
+/// `--pid-ns NS`: a namespace file, or a process ID (here) whose pid
+/// namespace it is.
+pub fn pid_ns(arg: &str) -> anyhow::Result<PidNamespace> {
+    let ns = match arg.parse::<u32>() {
+        Ok(pid) => PidNamespace::of_process(pid),
+        Err(_) => PidNamespace::open(Path::new(arg)),
+    };
+    ns.map_err(|e| anyhow!("--pid-ns {e}"))
+}
+
+/// `--pid PID --pid-ns NS`: the process with that ID in the namespace, by
+/// its ID here.
+pub fn pid_in_ns(pid: u32, ns: &PidNamespace) -> anyhow::Result<u32> {
+    if pid == 0 {
+        bail!("--pid 0 is not a process (omit --pid to trace every process of the namespace)");
     }
-    Ok(meta.ino())
+    ns.process(pid).map_err(|e| anyhow!("--pid {e}"))
 }
 
 /// `--pid`: a running process, by its process ID (the BPF filter compares
