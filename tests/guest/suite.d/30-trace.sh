@@ -13,7 +13,8 @@
 # --args printing every argument by its BTF type, stack-passed ones and strings included, and
 # its cap on globs, --args-depth printing the structs behind pointers (trace-args-types-*; on
 # our kernel with the test module targs_kmod), --filter on strings and on the 7th and later
-# arguments (trace-filter-strings-*; on our kernel with targs_kmod's kernel strings too).
+# arguments (trace-filter-strings-*; on our kernel with targs_kmod's kernel strings too),
+# --cgroup/--cgroup-exact and --pid/--pid-ns decided in the kernel (trace-scope-*).
 # The checks live in trace/check.py.
 tc() { "$here/trace/check.py" "$bpfmux" "$bin/trigger" "$@"; }
 
@@ -145,5 +146,14 @@ run trace-graph-kprobe-multi tc graph kprobe-multi
 run trace-graph-fentry-each tc graph fentry-each
 # No injection through kprobe.multi (bpf_override_return is not implemented), on any kernel.
 run inject-no-kprobe-multi tc inject-unavailable kprobe-multi
+# Scoping, on every engine the kernel has: --cgroup with the cgroups below it, --cgroup-exact,
+# --pid with --pid-ns (process 1 of one new pid namespace, not of another), in the kernel.
+scope_engines="kprobe-multi fentry-each"
+on ours stock-7.3 && scope_engines="tracing-multi $scope_engines"
+on ours && scope_engines="global $scope_engines"
+for e in $scope_engines; do
+	run "trace-scope-cgroup-$e" tc scope-cgroup "$e"
+	run "trace-scope-pidns-$e" tc scope-pidns "$e"
+done
 run trace-unknown-function tc unknown
 run trace-c-not-found tc not-found

@@ -97,6 +97,22 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              tree is exactly __x64_sys_rt_sigaction x5000 > do_sigaction x5000
                              and __x64_sys_getpgid x1000, every node's exclusive time its
                              inclusive less its children's, nothing lost; the text form too
+  scope-cgroup ENGINE        --cgroup counts a cgroup's subtree, --cgroup-exact that cgroup
+                             only: cgroups P, P/child, P/child/grand and a sibling O of P
+                             made here; getpgid 1000x in P/child, 200x in P/child/grand, 30x
+                             in P, 700x in O and 50x in the root cgroup, each after bpfmux
+                             attached: --cgroup P counts exactly 1230, --cgroup-exact P
+                             exactly 30, --cgroup P/child exactly 1200; a path that is no
+                             cgroup v2 directory is refused, nothing attached
+  scope-pidns ENGINE         --pid with --pid-ns: three processes wait (trigger pause) while
+                             bpfmux attaches: process 1 of a new pid namespace A (unshare
+                             --pid --fork) that then calls getpgid 1000x, process 1 of
+                             another new namespace B 700x, one of the initial namespace
+                             300x. --pid 1 --pid-ns /proc/A/ns/pid counts exactly 1000 (and
+                             names A's process by its ID here on stderr); --pid-ns A (by a
+                             process ID) alone counts exactly 1000; --pid 1 --pid-ns B
+                             exactly 700; a net namespace and a pid A lacks are refused,
+                             nothing attached
   inject ENGINE              bpfmux inject --times 7 -e EPERM on getpgid under -c: of 20 calls
                              exactly 7 fail with EPERM (the command says so), the summary
                              counts 20 calls and 7 injected; a glob keeps only functions
@@ -1175,6 +1191,190 @@ def t_filter_strings(bpfmux, trigger, engine, *opts):
             if s:
                 got = calls(s, f"targs_kmod:{func}").get("calls", 0)
                 check(got == want, f"--filter '{flt}': {got} calls of {func} (want {want})")
+CGROOT = "/sys/fs/cgroup"
+
+
+def in_cgroup(path):
+    """preexec_fn moving the new process into the cgroup at path (before it execs)."""
+    def move():
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    return move
+
+
+def scoped_run(bpfmux, engine, scope, workloads):
+    """bpfmux trace --json with the scope options on __x64_sys_getpgid, stopped by SIGTERM
+    once every workload() (run after the attach, in turn) is done: the calls counted, or
+    None (a failure said)."""
+    r = Running([bpfmux, "trace", *engine_args(engine), "--json", *scope, "__x64_sys_getpgid"])
+    attached = r.wait_for(lambda: "bpfmux trace: attached" in r.stderr())
+    if attached:
+        for w in workloads:
+            w()
+    rc, _ = r.stop(signal.SIGTERM)
+    what = f"bpfmux trace {' '.join(scope)}"
+    check(attached, f"{what}: attached (stderr above)")
+    check(rc == 0, f"{what}: exit status {rc} after SIGTERM (want 0)")
+    check_nothing_attached(what)
+    if not attached or rc != 0:
+        return None
+    try:
+        _, s = parse(r.out)
+    except json.JSONDecodeError as e:
+        check(False, f"{what}: output is JSON lines ({e})")
+        return None
+    check(s is not None, f"{what}: a summary object ends the output")
+    if s is None:
+        return None
+    check_engine(bpfmux, engine, s)
+    return calls(s, "__x64_sys_getpgid").get("calls", 0), r.stderr()
+
+
+def t_scope_cgroup(bpfmux, trigger, engine):
+    """--cgroup: the cgroup and every cgroup below it; --cgroup-exact: that cgroup only."""
+    parent = os.path.join(CGROOT, "bpfmux-scope")
+    child, sibling = os.path.join(parent, "child"), os.path.join(CGROOT, "bpfmux-scope-other")
+    grand = os.path.join(child, "grand")
+    for d in (grand, child, parent, sibling):  # left by an earlier run that was killed
+        if os.path.isdir(d):
+            os.rmdir(d)
+    made = []
+    try:
+        for d in (parent, child, grand, sibling):
+            os.mkdir(d)
+            made.append(d)
+    except OSError as e:
+        check(False, f"making test cgroups under {CGROOT} (is cgroup v2 mounted there?): {e}")
+        for d in reversed(made):
+            os.rmdir(d)
+        return
+    # (cgroup or None for the root, getpgid calls)
+    plan = [(child, 1000), (grand, 200), (parent, 30), (sibling, 700), (None, 50)]
+
+    def workload(cg, n):
+        def go():
+            p = subprocess.run([trigger, "getpgid", str(n)],
+                               preexec_fn=in_cgroup(cg) if cg else None)
+            check(p.returncode == 0, f"trigger getpgid {n} in {cg or 'the root cgroup'} exits 0 "
+                  f"(got {p.returncode})")
+        return go
+    workloads = [workload(cg, n) for cg, n in plan]
+    try:
+        for scope, want, why in [
+                (["--cgroup", parent], 1000 + 200 + 30, "P, P/child and P/child/grand"),
+                (["--cgroup-exact", parent], 30, "P only"),
+                (["--cgroup", child], 1000 + 200, "P/child and P/child/grand")]:
+            got = scoped_run(bpfmux, engine, scope, workloads)
+            if got is not None:
+                check(got[0] == want, f"{' '.join(scope)}: {got[0]} getpgid calls counted (want "
+                      f"exactly {want}: {why}; not the sibling's 700 nor the root's 50)")
+        p = run(bpfmux, [*engine_args(engine), "--json", "--cgroup", "/proc", "__x64_sys_getpgid"])
+        check(p.returncode != 0 and "--cgroup /proc: not a cgroup v2 directory" in p.stderr,
+              f"--cgroup /proc: exit {p.returncode}, says it is no cgroup v2 directory")
+    finally:
+        for d in reversed(made):
+            try:
+                os.rmdir(d)
+            except OSError as e:
+                check(False, f"removing test cgroup {d}: {e}")
+
+
+class Waiting:
+    """trigger pause 1 getpgid N, in a new pid namespace (as its process 1) if ns: waiting for
+    its go (a line on stdin) once it has printed "paused"."""
+
+    def __init__(self, trigger, n, ns):
+        cmd = [trigger, "pause", "1", "getpgid", str(n)]
+        if ns:
+            cmd = ["unshare", "--pid", "--fork", "--kill-child", *cmd]
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.ready = self.p.stdout.readline().strip() == "paused"
+        check(self.ready, f"{' '.join(cmd)}: paused")
+        # The trigger itself: unshare's child in a new namespace.
+        self.pid = self.p.pid
+        if ns:
+            kids = [pid for pid in os.listdir("/proc") if pid.isdigit() and ppid(pid) == self.p.pid]
+            self.pid = int(kids[0]) if len(kids) == 1 else None
+            check(self.pid is not None, f"unshare {self.p.pid}'s one child: {kids}")
+
+    def go(self):
+        if self.p.stdin:
+            try:
+                self.p.stdin.write("go\n")
+                self.p.stdin.close()
+            except OSError:
+                pass
+            self.p.stdin = None
+        rc = self.p.wait(timeout=120)
+        check(rc == 0, f"trigger of pid {self.pid} exits 0 (got {rc})")
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def ppid(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def nspid(pid):
+    """A process's ID in its innermost pid namespace (NSpid's last field)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    return None
+
+
+def t_scope_pidns(bpfmux, trigger, engine):
+    """--pid N --pid-ns NS: the process N of that pid namespace, not process N elsewhere."""
+    for scope, want, why in [(lambda a, b: ["--pid", "1", "--pid-ns", f"/proc/{a}/ns/pid"], 1000,
+                              "A's process 1"),
+                             (lambda a, b: ["--pid-ns", str(a)], 1000, "every process of A"),
+                             (lambda a, b: ["--pid", "1", "--pid-ns", f"/proc/{b}/ns/pid"], 700,
+                              "B's process 1")]:
+        procs = [Waiting(trigger, 1000, True), Waiting(trigger, 700, True),
+                 Waiting(trigger, 300, False)]
+        try:
+            if not all(w.ready and w.pid for w in procs):
+                return
+            a, b = procs[0].pid, procs[1].pid
+            check(nspid(a) == 1 and nspid(b) == 1,
+                  f"processes {a} and {b} are process 1 of their namespaces ({nspid(a)}, {nspid(b)})")
+            args = scope(a, b)
+            got = scoped_run(bpfmux, engine, args, [w.go for w in procs])
+            if got is None:
+                continue
+            n, err = got
+            check(n == want, f"{' '.join(args)}: {n} getpgid calls counted (want exactly {want}: "
+                  f"{why}; calls of 1000, 700 and 300 were made)")
+            if "--pid" in args:
+                here = a if want == 1000 else b
+                check(f"is process {here} here" in err,
+                      f"stderr names the process by its ID here ({here})")
+        finally:
+            for w in procs:
+                w.kill()
+    p = run(bpfmux, [*engine_args(engine), "--json", "--pid-ns", "/proc/self/ns/net",
+                     "__x64_sys_getpgid"])
+    check(p.returncode != 0 and "a net namespace, not a pid namespace" in p.stderr,
+          f"--pid-ns of a net namespace: exit {p.returncode}, says it is no pid namespace")
+    w = Waiting(trigger, 1, True)
+    try:
+        p = run(bpfmux, [*engine_args(engine), "--json", "--pid", "2", "--pid-ns", str(w.pid),
+                         "__x64_sys_getpgid"])
+        check(p.returncode != 0 and "--pid 2: no process with this ID in pid namespace" in p.stderr,
+              f"--pid 2 of a namespace with process 1 only: exit {p.returncode}, says so")
+    finally:
+        w.kill()
 
 
 def run_inject(bpfmux, args):
@@ -1951,7 +2151,8 @@ def main():
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
      "fds": t_fds, "star-sigint": t_star_sigint, "filter": t_filter,
      "filter-strings": t_filter_strings, "args-types": t_args_types,
-     "record": t_record}[what](bpfmux, trigger, *rest)
+     "record": t_record, "scope-cgroup": t_scope_cgroup,
+     "scope-pidns": t_scope_pidns}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 
 
