@@ -5,4 +5,5 @@
 pub mod bpf;
 pub mod bpf_ops;
 pub mod chain;
+pub mod kcore;
 pub mod netlink;
