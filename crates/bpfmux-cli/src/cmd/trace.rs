@@ -284,6 +284,12 @@ pub struct Args {
     /// addresses), as bpfmux did before; for comparing the two.
     #[arg(long, requires = "stacks")]
     stacks_at_end: bool,
+    /// Keep glob matches that the tracer's own programs and trampoline run
+    /// (helpers, map and ring buffer code, stack walking): left out by
+    /// default, since their calls from the tracer only meet the kernel's
+    /// recursion guard. -v lists what was left out.
+    #[arg(long)]
+    keep_self_path: bool,
     /// Print every chain of traced calls that ends in an error (-errno,
     /// NULL or ERR_PTR), outermost call first, with return values, times
     /// and stacks; the summary counts them per error.
@@ -512,6 +518,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         kstack: args.stacks,
         ustack: args.stacks,
         user_stacks_at_end: args.stacks_at_end,
+        keep_self_path: args.keep_self_path,
         errors: args.errors,
         null_returns: args.null.into(),
         graph: args.graph,
@@ -723,7 +730,9 @@ pub(super) fn execute(
     std::mem::take(exports).finish(shared.who, stacks, &summary)
 }
 
-/// `--list`: the selection only, no engine, nothing loaded.
+/// `--list`: the selection, as an attach would make it: with globs (and
+/// no --keep-self-path), the engine is chosen and the programs loaded once
+/// to leave out the tracer's own path; nothing is attached.
 fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let needs_exit = args.latency
@@ -737,8 +746,37 @@ fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Resu
         needs_exit,
         calls_with_slots: global && needs_exit,
     };
-    let sel = trace::select(patterns, excludes, opts).map_err(|e| with_hints(e.into()))?;
+    let globs = patterns.iter().any(|p| !p.is_exact());
+    let (sel, self_path) = if globs && !args.keep_self_path {
+        // What an attach would attach: the engine is chosen and the
+        // programs loaded once, to leave out the tracer's own path.
+        let mut plan = trace::plan(trace::TraceOptions {
+            patterns: patterns.to_vec(),
+            excludes: excludes.to_vec(),
+            engine: inputs::engine(args.engine.as_deref())?,
+            latency: args.latency,
+            capture: args.args,
+            errors: args.errors,
+            graph: args.graph,
+            kstack: args.stacks,
+            ustack: args.stacks,
+            filter: args.filter(),
+            ..Default::default()
+        })
+        .map_err(with_hints)?;
+        let outcome = plan.leave_out_self_path().map_err(with_hints)?;
+        (plan.selection, Some(outcome))
+    } else {
+        let sel = trace::select(patterns, excludes, opts).map_err(|e| with_hints(e.into()))?;
+        (sel, None)
+    };
     let select_time = t0.elapsed();
+    if let Some(trace::SelfPathOutcome::Failed(why)) = &self_path {
+        eprintln!(
+            "bpfmux trace: warning: the tracer's own path is unknown ({why}): the list \
+             includes what it runs"
+        );
+    }
     // The filter's names and values, and --args' cap, against the functions,
     // as an attach would.
     if args.args {

@@ -64,11 +64,13 @@ pub mod recorder;
 pub mod report;
 pub mod scoping;
 mod select;
+pub mod selfpath;
 pub mod session;
 pub mod stacks;
 pub mod summary;
 
 use std::io;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use crate::sys::bpf_ops;
@@ -94,6 +96,7 @@ pub use select::{
     describe_dropped, select, DropReason, Dropped, Func, KernelRefusal, SelectError, SelectOptions,
     Selection,
 };
+pub use selfpath::SelfPath;
 pub use session::{RunOptions, Session, Window};
 pub use stacks::{FrameName, Stack, StackFrame};
 pub use summary::Summary;
@@ -275,6 +278,9 @@ pub struct TraceOptions {
     /// captured (see [`stacks`]); for comparing the two. Error chains' user
     /// stacks are normalized as they arrive either way.
     pub user_stacks_at_end: bool,
+    /// Keep glob matches on the tracer's own path ([`selfpath`]), which
+    /// are otherwise left out at attach.
+    pub keep_self_path: bool,
     /// Report every chain of traced calls that ends in an error (see
     /// [`errors`]).
     pub errors: bool,
@@ -517,6 +523,8 @@ pub struct Tracer {
     pub disarm_error: Option<String>,
     /// Recursion misses read just before the programs were closed.
     misses_at_detach: Option<u64>,
+    /// The tracer's own path, left out of the glob matches.
+    pub self_path: SelfPathOutcome,
     /// The filter, as compiled for the selection.
     filter: Option<filter::CompiledFilter>,
     /// The pointee reads of each function, to describe what they brought.
@@ -528,10 +536,135 @@ pub struct Tracer {
     reader: Reader,
 }
 
+/// What became of the tracer's own path ([`selfpath`]) at attach.
+#[derive(Debug, Default)]
+pub enum SelfPathOutcome {
+    /// Every function was named exactly, or they were asked to be kept
+    /// ([`TraceOptions::keep_self_path`]).
+    #[default]
+    NotNeeded,
+    /// Derived; the glob matches on it were left out.
+    Derived {
+        /// The functions found.
+        path: SelfPath,
+        /// Glob matches left out.
+        left_out: usize,
+    },
+    /// Could not be derived (why): glob matches on the path stay
+    /// selected, and the recursion guard turns their nested calls away.
+    Failed(String),
+}
+
+/// Derives the tracer's own path when globs selected something, from one
+/// probe copy of each program; `Some(indexes)` of the functions to attach
+/// when any is left out.
+fn derive_self_path(
+    backend: &dyn Engine,
+    obj: &TraceObject,
+    all: &Targets<'_>,
+    kind: EngineKind,
+    keep: bool,
+) -> Result<(SelfPathOutcome, Option<Vec<usize>>), Error> {
+    if keep || all.funcs.iter().all(|f| f.exact) {
+        return Ok((SelfPathOutcome::NotNeeded, None));
+    }
+    let progs = backend
+        .probe_programs(obj, all)
+        .map_err(|e| Error::attach(e, "loading the programs to find the tracer's own path"))?;
+    let fds: Vec<_> = progs.iter().map(AsFd::as_fd).collect();
+    let path = match SelfPath::derive(&fds, kind) {
+        Ok(p) => p,
+        Err(e) => return Ok((SelfPathOutcome::Failed(e.to_string()), None)),
+    };
+    let keep: Vec<usize> = (0..all.funcs.len())
+        .filter(|&i| all.funcs[i].exact || path.get(&all.funcs[i].name).is_none())
+        .collect();
+    let left_out = all.funcs.len() - keep.len();
+    let keep = (left_out > 0).then_some(keep);
+    Ok((SelfPathOutcome::Derived { path, left_out }, keep))
+}
+
 impl Plan {
+    /// What the programs are built with for this plan.
+    fn object_config(&self) -> ObjectConfig {
+        let (opts, pointees) = (&self.opts, &self.pointees);
+        let kprobe = self.engine == EngineKind::KprobeMulti;
+        ObjectConfig {
+            nr_funcs: self.selection.funcs.len(),
+            latency: opts.latency,
+            capture: opts.capture,
+            str_size: string_buffer(opts, &self.selection.funcs),
+            deref_size: if pointees.is_empty() {
+                0
+            } else {
+                pointees.budget
+            },
+            derefs: if pointees.is_empty() {
+                Vec::new()
+            } else {
+                pointees
+                    .funcs
+                    .iter()
+                    .zip(&self.selection.funcs)
+                    .map(|(p, f)| p.descriptors(&f.proto, kprobe))
+                    .collect()
+            },
+            kstack: opts.kstack,
+            ustack: opts.ustack,
+            pair_entry_exit: self.exit == ExitSide::Pair,
+            errors: opts.errors,
+            graph: opts.graph,
+            inject: opts.inject.clone(),
+            filters: opts.filters.clone(),
+            filter: self.filter.as_ref().map(filter::CompiledFilter::code),
+        }
+    }
+
+    /// Leaves the glob matches on the tracer's own path ([`selfpath`]) out
+    /// of the selection, as an attach would, without attaching anything:
+    /// loads the programs once to read their code. What `--list` shows.
+    pub fn leave_out_self_path(&mut self) -> Result<SelfPathOutcome, Error> {
+        let obj = TraceObject::load(
+            &self.object_config(),
+            &self.engine.entries(self.exit, self.opts.inject.is_some()),
+        )?;
+        let cookies = vec![0; self.selection.funcs.len()];
+        let all = Targets {
+            funcs: &self.selection.funcs,
+            cookies: &cookies,
+            exit: self.exit,
+            inject: self.opts.inject.is_some(),
+        };
+        let backend = engine::new_engine(self.engine);
+        let (outcome, _) = derive_self_path(
+            backend.as_ref(),
+            &obj,
+            &all,
+            self.engine,
+            self.opts.keep_self_path,
+        )?;
+        if let SelfPathOutcome::Derived { path, .. } = &outcome {
+            let sel = &mut self.selection;
+            let (off, on): (Vec<Func>, Vec<Func>) = std::mem::take(&mut sel.funcs)
+                .into_iter()
+                .partition(|f| f.exact || path.get(&f.name).is_none());
+            sel.funcs = off;
+            sel.dropped.extend(on.into_iter().filter_map(|f| {
+                Some(Dropped {
+                    reason: DropReason::SelfPath(path.get(&f.name)?.clone()),
+                    scope: f.scope,
+                    name: f.name,
+                    exact: false,
+                })
+            }));
+        }
+        Ok(outcome)
+    }
+
     /// Loads and attaches. On error, or when `ctl.cancel` is set before it
     /// is done ([`Error::Interrupted`]), nothing stays attached.
     pub fn attach(self, ctl: Control<'_>) -> Result<Tracer, Error> {
+        let cfg = self.object_config();
         let Plan {
             opts,
             mut selection,
@@ -545,35 +678,6 @@ impl Plan {
         let n = selection.funcs.len();
         let capture = opts.capture;
         let kprobe = kind == EngineKind::KprobeMulti;
-        let cfg = ObjectConfig {
-            nr_funcs: n,
-            latency: opts.latency,
-            capture,
-            str_size: string_buffer(&opts, &selection.funcs),
-            deref_size: if pointees.is_empty() {
-                0
-            } else {
-                pointees.budget
-            },
-            derefs: if pointees.is_empty() {
-                Vec::new()
-            } else {
-                pointees
-                    .funcs
-                    .iter()
-                    .zip(&selection.funcs)
-                    .map(|(p, f)| p.descriptors(&f.proto, kprobe))
-                    .collect()
-            },
-            kstack: opts.kstack,
-            ustack: opts.ustack,
-            pair_entry_exit: exit == ExitSide::Pair,
-            errors: opts.errors,
-            graph: opts.graph,
-            inject: opts.inject.clone(),
-            filters: opts.filters.clone(),
-            filter: filter.as_ref().map(filter::CompiledFilter::code),
-        };
         let ret_class = opts.errors || filter.as_ref().is_some_and(|f| f.errno);
         let t0 = Instant::now();
         let obj = TraceObject::load(&cfg, &kind.entries(exit, opts.inject.is_some()))?;
@@ -596,18 +700,41 @@ impl Plan {
                 i as u64 | capture | ret
             })
             .collect();
-        let targets = Targets {
+        let all = Targets {
             funcs: &selection.funcs,
             cookies: &cookies,
             exit,
             inject: opts.inject.is_some(),
         };
         let mut backend = engine::new_engine(kind);
+        // Glob matches the tracer's own path runs are left out; indexes
+        // and cookies stay those of the selection.
+        let (self_path, keep) =
+            derive_self_path(backend.as_ref(), &obj, &all, kind, opts.keep_self_path)?;
+        let kept_funcs: Vec<Func>;
+        let kept_cookies: Vec<u64>;
+        let targets = match &keep {
+            None => all,
+            Some(keep) => {
+                kept_funcs = keep.iter().map(|&i| selection.funcs[i].clone()).collect();
+                kept_cookies = keep.iter().map(|&i| cookies[i]).collect();
+                Targets {
+                    funcs: &kept_funcs,
+                    cookies: &kept_cookies,
+                    ..all
+                }
+            }
+        };
         let t1 = Instant::now();
-        let refused = backend
+        let mut refused = backend
             .attach(&obj, &targets, ctl)
             .map_err(|e| Error::attach(e, &format!("attaching with engine {kind}")))?;
         let attach_time = t1.elapsed();
+        if let Some(keep) = &keep {
+            for r in &mut refused {
+                r.index = keep[r.index];
+            }
+        }
         // A cancel that came while the last link was being made still
         // abandons the attach (a link over many functions takes seconds).
         if ctl.cancelled() {
@@ -619,6 +746,19 @@ impl Plan {
         // Refused functions (named exactly or not) are skipped: the caller
         // warns about each, the rest stays attached (what retsnoop does).
         let mut attached = vec![true; n];
+        if let SelfPathOutcome::Derived { path, .. } = &self_path {
+            for (i, f) in selection.funcs.iter().enumerate() {
+                if let Some(r) = path.get(&f.name).filter(|_| !f.exact) {
+                    attached[i] = false;
+                    selection.dropped.push(Dropped {
+                        scope: f.scope.clone(),
+                        name: f.name.clone(),
+                        reason: DropReason::SelfPath(r.clone()),
+                        exact: false,
+                    });
+                }
+            }
+        }
         for r in &refused {
             attached[r.index] = false;
             let f = &selection.funcs[r.index];
@@ -631,6 +771,7 @@ impl Plan {
         }
         let reader = Reader::new(n, opts.latency)?;
         Ok(Tracer {
+            self_path,
             breakdown: backend.breakdown(),
             disarm_error: None,
             misses_at_detach: None,

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use super::engine::ExitSide;
 use super::filter::CompiledFilter;
-use super::select::Selection;
+use super::select::{DropReason, Selection};
 use super::stacks::UserStackTotals;
 use super::summary::Summary;
-use super::{Plan, Tracer};
+use super::{Plan, SelfPathOutcome, Tracer};
 
 /// How much the notes say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -297,6 +297,37 @@ impl Notes {
             if links == 1 { "" } else { "s" },
             t.engine
         ));
+        match &t.self_path {
+            SelfPathOutcome::Failed(why) => out.push(format!(
+                "{p}warning: the tracer's own path is unknown ({why}): glob matches it runs \
+                 stay selected, and the recursion guard turns their calls from it away"
+            )),
+            SelfPathOutcome::Derived { path, left_out } if self.detail > Detail::Brief => {
+                out.push(format!(
+                    "{p}tracer's own path: {} functions from its programs and trampoline \
+                     ({} scanned, {:.1} ms), {left_out} glob matches left out",
+                    path.len(),
+                    path.scanned,
+                    path.time.as_secs_f64() * 1e3
+                ));
+                let on_path = t
+                    .selection
+                    .dropped
+                    .iter()
+                    .filter(|d| matches!(d.reason, DropReason::SelfPath(_)));
+                for d in on_path.clone().take(shown) {
+                    out.push(format!("{p}  left out {}: {}", d.display_name(), d.reason));
+                }
+                if *left_out > shown {
+                    out.push(format!(
+                        "{p}  ... {} more left out{}",
+                        left_out - shown,
+                        self.hint_suffix(Hint::ListAll)
+                    ));
+                }
+            }
+            _ => {}
+        }
         if self.detail > Detail::Brief {
             out.extend(attach_time_lines(t));
         }

@@ -159,6 +159,10 @@ pub enum DropReason {
     /// Error injection asked for, and the kernel does not allow it here
     /// (not on its error-injection list, or not with an errno).
     NotInjectable(String),
+    /// Run by the tracer itself (a glob match on the path from its
+    /// programs and trampoline, [`super::selfpath`]): tracing it only
+    /// re-enters the tracer, which the recursion guard turns away.
+    SelfPath(super::selfpath::Reached),
 }
 
 impl fmt::Display for DropReason {
@@ -180,6 +184,10 @@ impl fmt::Display for DropReason {
             ),
             DropReason::AttachRefused(e) => write!(f, "refused at attach: {e}"),
             DropReason::NotInjectable(why) => write!(f, "no error injection: {why}"),
+            DropReason::SelfPath(r) => write!(
+                f,
+                "run by the tracer's own path ({r}): its calls would only re-enter the tracer"
+            ),
         }
     }
 }
@@ -232,6 +240,7 @@ impl Selection {
                 DropReason::NotTraceable(_) => "not traceable by a trampoline".to_string(),
                 DropReason::AttachRefused(_) => "refused by the kernel at attach".to_string(),
                 DropReason::NotInjectable(_) => "no error injection".to_string(),
+                DropReason::SelfPath(_) => "run by the tracer's own path".to_string(),
                 DropReason::Ambiguous(_) => "name shared by several kernel functions".to_string(),
                 r => r.to_string(),
             };

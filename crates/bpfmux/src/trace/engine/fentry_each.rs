@@ -92,12 +92,7 @@ fn attach_one(
     clocks: &Clocks,
 ) -> Result<Attached, io::Error> {
     let f = &t.funcs[i];
-    let mut kinds = vec![(Entry::Fentry, libbpf_sys::BPF_TRACE_FENTRY)];
-    if t.inject {
-        kinds = vec![(Entry::FmodRet, libbpf_sys::BPF_MODIFY_RETURN)];
-    } else if t.exit.needed() {
-        kinds.push((Entry::Fexit, libbpf_sys::BPF_TRACE_FEXIT));
-    }
+    let kinds = kinds(t);
     let mut progs = Vec::new();
     for (entry, attach_type) in &kinds {
         let t0 = Instant::now();
@@ -128,6 +123,18 @@ fn attach_one(
         _links: links,
         progs,
     })
+}
+
+/// (entry point, attach type) of each program a function gets.
+fn kinds(t: &Targets<'_>) -> Vec<(Entry, u32)> {
+    if t.inject {
+        return vec![(Entry::FmodRet, libbpf_sys::BPF_MODIFY_RETURN)];
+    }
+    let mut kinds = vec![(Entry::Fentry, libbpf_sys::BPF_TRACE_FENTRY)];
+    if t.exit.needed() {
+        kinds.push((Entry::Fexit, libbpf_sys::BPF_TRACE_FEXIT));
+    }
+    kinds
 }
 
 /// A load error that keeps its errno for the fatal check.
@@ -190,6 +197,14 @@ fn raise_nofile(want: usize) -> Result<(), AttachError> {
 impl Engine for FentryEach {
     fn kind(&self) -> EngineKind {
         EngineKind::FentryEach
+    }
+
+    fn probe_programs(
+        &self,
+        obj: &TraceObject,
+        t: &Targets<'_>,
+    ) -> Result<Vec<OwnedFd>, AttachError> {
+        super::probe_load(obj, &kinds(t), t, true, true)
     }
 
     fn attach(

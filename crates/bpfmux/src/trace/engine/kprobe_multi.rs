@@ -31,9 +31,28 @@ impl KprobeMulti {
     }
 }
 
+impl KprobeMulti {
+    /// The program and its attach type: a session when exits are seen.
+    fn program_for(t: &Targets<'_>) -> (Entry, u32) {
+        if t.exit.needed() {
+            (Entry::KprobeSession, libbpf_sys::BPF_TRACE_KPROBE_SESSION)
+        } else {
+            (Entry::KprobeEntry, libbpf_sys::BPF_TRACE_KPROBE_MULTI)
+        }
+    }
+}
+
 impl Engine for KprobeMulti {
     fn kind(&self) -> EngineKind {
         EngineKind::KprobeMulti
+    }
+
+    fn probe_programs(
+        &self,
+        obj: &TraceObject,
+        t: &Targets<'_>,
+    ) -> Result<Vec<OwnedFd>, AttachError> {
+        super::probe_load(obj, &[Self::program_for(t)], t, false, false)
     }
 
     fn attach(
@@ -42,11 +61,7 @@ impl Engine for KprobeMulti {
         t: &Targets<'_>,
         ctl: Control<'_>,
     ) -> Result<Vec<Refused>, AttachError> {
-        let (entry, attach_type) = if t.exit.needed() {
-            (Entry::KprobeSession, libbpf_sys::BPF_TRACE_KPROBE_SESSION)
-        } else {
-            (Entry::KprobeEntry, libbpf_sys::BPF_TRACE_KPROBE_MULTI)
-        };
+        let (entry, attach_type) = Self::program_for(t);
         let mut bd = Breakdown::default();
         let prog = bd
             .load(|| obj.load_prog(entry, attach_type, None, 0))

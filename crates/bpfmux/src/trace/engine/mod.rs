@@ -36,13 +36,15 @@ mod tracing_multi;
 
 use std::fmt;
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::btf::module_btf_fd;
+use super::pattern::Scope;
 use super::program::{Entry, TraceObject};
 use super::select::{Func, KernelRefusal};
 use crate::features::{self, Feature, KernelBtf, Status};
@@ -502,8 +504,52 @@ pub trait Engine: Send {
     /// Number of links the attached state uses.
     fn links(&self) -> usize;
 
+    /// Loads one copy of each program an attach of `targets` would load,
+    /// attached to nothing: the tracer's own path is derived from their
+    /// code ([`super::selfpath`]). Dropping them unloads them.
+    fn probe_programs(
+        &self,
+        obj: &TraceObject,
+        targets: &Targets<'_>,
+    ) -> Result<Vec<OwnedFd>, AttachError>;
+
     /// Where the last attach's time went.
     fn breakdown(&self) -> Breakdown;
+}
+
+/// One copy of each of `kinds`, for the first of `t`'s functions (a
+/// vmlinux one when there is one): with its BTF id when `per_function`
+/// (fentry-each), through its module's BTF when it is a module's
+/// (`with_btf`: the tracing program types).
+fn probe_load(
+    obj: &TraceObject,
+    kinds: &[(Entry, u32)],
+    t: &Targets<'_>,
+    per_function: bool,
+    with_btf: bool,
+) -> Result<Vec<OwnedFd>, AttachError> {
+    let Some(f) = t
+        .funcs
+        .iter()
+        .find(|f| f.scope == Scope::Vmlinux)
+        .or_else(|| t.funcs.first())
+    else {
+        return Ok(Vec::new());
+    };
+    let btf_fd = match &f.scope {
+        Scope::Module(m) if with_btf => {
+            Some(module_btf_fd(m).at_with(|| format!("finding BTF of module {m}"))?)
+        }
+        _ => None,
+    };
+    let id = if per_function { f.btf_id } else { 0 };
+    kinds
+        .iter()
+        .map(|&(entry, attach_type)| {
+            obj.load_prog(entry, attach_type, btf_fd.as_ref().map(AsFd::as_fd), id)
+                .at_with(|| format!("loading a {entry:?} program to read its code"))
+        })
+        .collect()
 }
 
 pub fn new_engine(kind: EngineKind) -> Box<dyn Engine> {

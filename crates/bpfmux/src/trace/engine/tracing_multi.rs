@@ -68,6 +68,14 @@ impl TracingMulti {
 }
 
 impl Engine for TracingMulti {
+    fn probe_programs(
+        &self,
+        obj: &TraceObject,
+        t: &Targets<'_>,
+    ) -> Result<Vec<OwnedFd>, AttachError> {
+        super::probe_load(obj, &Self::programs_for(t.exit, t.inject), t, false, true)
+    }
+
     fn kind(&self) -> EngineKind {
         if self.global {
             EngineKind::Global
