@@ -11,7 +11,9 @@
 //! address past a program's code (the rest of its allocation, a gap before
 //! the next program) is not named after it.
 
+use std::collections::HashMap;
 use std::io;
+use std::ops::Range;
 use std::path::PathBuf;
 
 use super::{SymResult, Symbol, SymbolKind, Symbolized};
@@ -174,6 +176,59 @@ impl KernelSymbolizer {
                 result: self.lookup(addr),
             })
             .collect()
+    }
+
+    /// The extent of every function `pick` answers for (given its name
+    /// and module, `None`: vmlinux), with that answer: from its address to
+    /// the next symbol at a higher one (a BPF program's function: to the
+    /// end of its code, where the kernel gave its length; the last symbol
+    /// of a module: at most 64 KiB, as for lookups). Sorted by address.
+    pub fn function_extents<T>(
+        &self,
+        mut pick: impl FnMut(&str, Option<&str>) -> Option<T>,
+    ) -> Vec<(Range<u64>, T)> {
+        let mut out = Vec::new();
+        for (i, s) in self.syms.iter().enumerate() {
+            if s.kind != SymbolKind::Function || s.end_marker {
+                continue;
+            }
+            let Some(t) = pick(&s.name, s.module.as_deref()) else {
+                continue;
+            };
+            let next = self.syms[i + 1..].iter().find(|n| n.addr > s.addr);
+            let mut end = match next {
+                Some(n) if n.module == s.module => n.addr,
+                Some(n) => n.addr.min(s.addr.saturating_add(MAX_LAST_SPAN)),
+                None => s.addr.saturating_add(MAX_LAST_SPAN),
+            };
+            if let Some(len) = s.len {
+                end = end.min(s.addr.saturating_add(len));
+            }
+            out.push((s.addr..end, t));
+        }
+        out
+    }
+
+    /// The address of each function of `wanted` (name, module; `None`:
+    /// vmlinux), in its order; `None` for one kallsyms does not list. One
+    /// pass over the table, however many are wanted.
+    pub fn function_addresses(&self, wanted: &[(&str, Option<&str>)]) -> Vec<Option<u64>> {
+        let mut index: HashMap<(&str, Option<&str>), Vec<usize>> = HashMap::new();
+        for (i, w) in wanted.iter().enumerate() {
+            index.entry(*w).or_default().push(i);
+        }
+        let mut out = vec![None; wanted.len()];
+        for s in &self.syms {
+            if s.kind != SymbolKind::Function {
+                continue;
+            }
+            if let Some(is) = index.get(&(s.name.as_str(), s.module.as_deref())) {
+                for &i in is {
+                    out[i].get_or_insert(s.addr);
+                }
+            }
+        }
+        out
     }
 
     fn lookup(&self, addr: u64) -> SymResult {
@@ -354,8 +409,10 @@ ffffffff81000400 T __pi_only
         }
     }
 
-    #[test]
-    fn bpf_functions_end_where_their_code_ends() {
+    /// TEXT and BPF programs, a trampoline; the lengths of the program
+    /// and its subprogram known, not those of the one of unknown length
+    /// nor of the trampoline (the kernel gives no program length for it).
+    fn with_bpf() -> KernelSymbolizer {
         let text = format!(
             "{TEXT}\
 ffffffffc0100000 t bpf_prog_0123456789abcdef_first\t[bpf]
@@ -365,13 +422,17 @@ ffffffffc0100100 t bpf_trampoline_6442450944\t[bpf]
 "
         );
         let mut k = KernelSymbolizer::parse(&text).unwrap();
-        // The program and its subprogram, not the one of unknown length,
-        // nor the trampoline (the kernel gives no program length for it).
         k.bound_bpf_functions(&[
             (0xffffffffc0100000, 0x14),
             (0xffffffffc0100040, 0x20),
             (0xffffffffc0100100, 0x8),
         ]);
+        k
+    }
+
+    #[test]
+    fn bpf_functions_end_where_their_code_ends() {
+        let k = with_bpf();
         let name = |a: u64| sym(&k, a).0;
         let unmapped = |a: u64| k.symbolize(&[a])[0].result == SymResult::Unmapped;
         assert_eq!(name(0xffffffffc0100013), "bpf_prog_0123456789abcdef_first");
@@ -384,6 +445,44 @@ ffffffffc0100100 t bpf_trampoline_6442450944\t[bpf]
             "bpf_prog_fedcba9876543210_unknown"
         );
         assert_eq!(name(0xffffffffc0100110), "bpf_trampoline_6442450944");
+    }
+
+    #[test]
+    fn extents_and_addresses_of_functions() {
+        let k = with_bpf();
+        let bpf = k.function_extents(|_, m| (m == Some("bpf")).then_some(()));
+        let bpf: Vec<_> = bpf.into_iter().map(|(r, ())| r).collect();
+        // To the end of the code where its length is known, else to the
+        // next symbol; the last one at most MAX_LAST_SPAN.
+        assert_eq!(
+            bpf,
+            [
+                0xffffffffc0100000..0xffffffffc0100014,
+                0xffffffffc0100040..0xffffffffc0100060,
+                0xffffffffc0100080..0xffffffffc0100100,
+                0xffffffffc0100100..0xffffffffc0100100 + MAX_LAST_SPAN
+            ]
+        );
+        // To the next symbol, whatever it is; _etext itself is no function.
+        let two = k.function_extents(|n, _| (n == "do_two" || n == "_etext").then_some(7));
+        assert_eq!(two, [(0xffffffff81003000..0xffffffff81004000, 7)]);
+        // The last of a module stops at the next module.
+        let m = k.function_extents(|n, _| (n == "last").then_some(()));
+        assert_eq!(m[0].0.end, 0xffffffffc0002000 + MAX_LAST_SPAN);
+        assert_eq!(
+            k.function_addresses(&[
+                ("mod_fn", Some("mymod")),
+                ("mod_fn", None),
+                ("do_one", None),
+                ("some_data", None),
+            ]),
+            [
+                Some(0xffffffffc0001000),
+                None,
+                Some(0xffffffff81001000),
+                None
+            ]
+        );
     }
 
     #[test]

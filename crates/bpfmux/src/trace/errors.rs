@@ -57,7 +57,7 @@ use super::events;
 use super::events::u64_at;
 use super::program::TraceObject;
 use super::select::Func;
-use super::stacks::{kernel_lines, UserStacks};
+use super::stacks::{kernel_lines, Mechanism, UserStacks};
 use crate::symbolize::KernelSymbolizer;
 
 /// Frames a chain holds at most (`TRACE_MAX_DEPTH` in trace.h).
@@ -303,7 +303,9 @@ pub struct ErrorChain {
     pub calls: Vec<ChainCall>,
     /// Calls nested deeper than the stack keeps, left out of `calls`.
     pub overflow: u32,
-    /// Kernel frames at the failing return, symbolized (`name+0xoff`).
+    /// Kernel frames at the failing return, symbolized (`name+0xoff`),
+    /// from the failing function (`name+0x0`) out, without the tracer's
+    /// own frames ([`super::stacks`]).
     pub kernel_stack: Vec<String>,
     /// User frames at the failing return, symbolized (`name+0xoff`) from
     /// what was normalized when the chain arrived: the address where the
@@ -327,22 +329,21 @@ pub struct ChainCall {
     pub duration_ns: Option<u64>,
 }
 
-/// Turns [`ChainRecord`]s into [`ErrorChain`]s: names, errors, stacks (one
-/// kernel symbol table load for the run, read on the first chain).
-#[derive(Default)]
-pub(crate) struct Resolver {
-    ksyms: Option<Option<KernelSymbolizer>>,
-}
+/// Turns [`ChainRecord`]s into [`ErrorChain`]s: names, errors, stacks.
+pub(crate) struct Resolver;
 
 impl Resolver {
-    /// `None` when the record names a function outside the set. The user
-    /// stack is normalized now, as the chain arrives, by `ustacks`.
+    /// `None` when the record names a function outside the set. The kernel
+    /// stack is symbolized with `ksyms` and starts at the failing function
+    /// (see [`super::stacks::kernel_frames`]); the user stack is normalized
+    /// now, as the chain arrives, by `ustacks`.
     pub fn resolve(
         &mut self,
         r: &ChainRecord,
         funcs: &[Func],
         obj: &TraceObject,
         ustacks: &mut UserStacks,
+        (ksyms, mech): (Option<&KernelSymbolizer>, &Mechanism),
     ) -> Option<ErrorChain> {
         let class = |f: &Func| RetClass::of(f.proto.ret);
         let mut calls = Vec::with_capacity(r.frames.len());
@@ -363,14 +364,11 @@ impl Resolver {
         let failing = r.frames.get(r.failed)?;
         let f = funcs.get(failing.func)?;
         let failure = class(f).failure(failing.ret)?;
-        let ksyms = self
-            .ksyms
-            .get_or_insert_with(|| KernelSymbolizer::load().ok());
         let kernel = r
             .kstack
             .and_then(|id| events::stack_addrs(obj, id).ok())
             .unwrap_or_default();
-        let kernel_stack = kernel_lines(ksyms.as_ref(), &kernel);
+        let kernel_stack = kernel_lines(ksyms, mech, Some(failing.func), &kernel);
         let user_stack = match r.ustack {
             Some(id) => ustacks.chain_lines(obj, r.tgid, id),
             None => Vec::new(),

@@ -20,7 +20,7 @@ use super::events::{self, Event, EventKind, FuncStats};
 use super::graph;
 use super::output;
 use super::report::{Interval, Report};
-use super::stacks::{self, Stack, UserStacks};
+use super::stacks::{self, Mechanism, Stack, UserStacks};
 use super::summary::{
     ms, AttachBreakdown, FilterTotals, FunctionTotals, Lost, Skipped, StackSummary, Summary,
     TOP_STACKS,
@@ -67,15 +67,26 @@ pub struct Session {
     /// The stack counts, read once after the detach.
     read_stacks: Option<events::Stacks>,
     /// The kernel symbol table (`None` inside: it could not be read),
-    /// loaded once: at the first event that has a kernel address among its
-    /// arguments, or for the summary's stacks and [`Session::stacks`].
+    /// loaded once: when the session starts, while everything is attached,
+    /// if kernel stacks are taken (`--stacks`, `--errors`); else at the
+    /// first event that has a kernel address among its arguments.
     ksyms: Option<Option<KernelSymbolizer>>,
+    /// The tracer's own frames in kernel stacks, from `ksyms` as loaded
+    /// when the session started (empty when it was not).
+    mech: Mechanism,
 }
 
 impl Session {
     /// A session over an attached tracer (see [`super::Plan::attach`]).
     pub fn new(tracer: Tracer, run: RunOptions) -> Self {
         let during_run = !tracer.opts.user_stacks_at_end;
+        // Now, while the trampolines are attached and in kallsyms.
+        let ksyms =
+            (tracer.opts.kstack || tracer.opts.errors).then(|| KernelSymbolizer::load().ok());
+        let mech = match &ksyms {
+            Some(Some(k)) => Mechanism::new(k, &tracer.selection.funcs),
+            _ => Mechanism::default(),
+        };
         Self {
             tracer,
             run,
@@ -83,7 +94,8 @@ impl Session {
             errors: ErrorTally::default(),
             ustacks: UserStacks::new(during_run),
             read_stacks: None,
-            ksyms: None,
+            ksyms,
+            mech,
         }
     }
 
@@ -117,10 +129,11 @@ impl Session {
             |e: Event| pending.borrow_mut().push(e),
             |c: ChainRecord| pending_chains.borrow_mut().push(c),
         )?;
-        let mut resolver = Resolver::default();
+        let mut resolver = Resolver;
         let tally = &mut self.errors;
         let ustacks = &mut self.ustacks;
         let ksyms = &mut self.ksyms;
+        let mech = &self.mech;
         let nulls = t.opts.null_returns;
         let class = |i: usize| funcs.get(i).map(|f| RetClass::of(f.proto.ret));
         // What came since the last turn; then the user stacks counted since.
@@ -144,7 +157,9 @@ impl Session {
                 if !tally.admit(nulls, &c, class) {
                     continue;
                 }
-                if let Some(chain) = resolver.resolve(&c, funcs, t.object(), ustacks) {
+                let k = ksyms.get_or_insert_with(|| KernelSymbolizer::load().ok());
+                let kernel = (k.as_ref(), mech);
+                if let Some(chain) = resolver.resolve(&c, funcs, t.object(), ustacks, kernel) {
                     chains += 1;
                     tally.add(&chain);
                     report.error_chain(&chain).map_err(Error::Report)?;
@@ -248,6 +263,7 @@ impl Session {
             read,
             &mut self.ustacks,
             ksyms.as_ref(),
+            &self.mech,
             max,
         ))
     }

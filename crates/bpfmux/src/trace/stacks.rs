@@ -28,8 +28,34 @@
 //! arrives, before it is printed. A process that exits sooner than that
 //! after a stack is counted cannot be asked any more: its frames stay
 //! addresses, counted in [`CaptureStats::failures`].
+//!
+//! # Kernel stacks start at the traced function
+//!
+//! A program takes its kernel stack where it runs: under the code that ran
+//! it, which differs per engine. The global trampoline adds its thunk and
+//! callers (`bpf_global_thunks_*`, `bpf_global_caller_run`,
+//! `bpf_global_caller_N`) above the return address into the traced
+//! function, and, for each traced caller, its caller frame between the
+//! caller's body and its entry, so that caller comes twice
+//! (`do_sys_openat2+0x7e`, `bpf_global_caller_3+0x115`,
+//! `do_sys_openat2+0x5`); per-function trampolines add the program and the
+//! trampoline (`bpf_prog_*`, `bpf_trampoline_*`) and, taken at a return,
+//! start at the caller; kprobes start at the function's own address, or at
+//! a return at the caller. `Mechanism` holds the address ranges of that
+//! code, read from kallsyms while everything is attached (trampolines
+//! leave kallsyms when they are detached), and `kernel_frames` makes
+//! every engine's stack of a call the same: it drops the frames in those
+//! ranges (JIT code, trampolines and return trampolines wherever they are;
+//! the C glue that runs programs — ftrace, fprobe, kprobe, rethook and
+//! stack helpers — only above the first frame kept), drops a frame at the
+//! entry of the function of the frame kept before it when mechanism frames
+//! came between (the duplicated caller), and makes the first frame the
+//! traced function at its address (`name+0x0`): the frame that was at its
+//! entry (a trampoline's return address, a kprobe's address) is replaced
+//! by it, and it is added where the stack starts at the caller.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -37,6 +63,7 @@ use serde::Serialize;
 
 use super::events::{self, StackKey};
 use super::program::TraceObject;
+use super::select::Func;
 use super::{ms, Error, Tracer};
 use crate::normalize::capture::{CaptureCache, CaptureStats, Frame};
 use crate::symbolize::{KernelSymbolizer, SymResult, Symbol, UserSymbolizer};
@@ -260,7 +287,8 @@ pub struct Stack {
     pub pid: u32,
     /// Calls of `function` through this stack.
     pub count: u64,
-    /// Kernel frames, innermost first (as captured).
+    /// Kernel frames, innermost first: the traced function, then its
+    /// callers, without the tracer's own frames (see the module docs).
     pub kernel: Vec<StackFrame>,
     /// User frames, innermost first (as captured).
     pub user: Vec<StackFrame>,
@@ -306,6 +334,15 @@ impl StackFrame {
         Self { addr, name }
     }
 
+    /// The start of the function it is in and its offset there, for a
+    /// frame a symbol names.
+    fn function_offset(&self) -> Option<(u64, u64)> {
+        match &self.name {
+            FrameName::Symbol(s) => Some((self.addr.checked_sub(s.offset)?, s.offset)),
+            _ => None,
+        }
+    }
+
     /// `name+0xoff`, or the address when it has no symbol (`0x… [bpf/jit?]`
     /// for [`FrameName::Jit`]).
     pub fn line(&self) -> String {
@@ -319,13 +356,15 @@ impl StackFrame {
 }
 
 /// The first `max` stacks of `read` (busiest first), symbolized with
-/// `ksyms` (one kernel symbol table for them all); user frames from what
+/// `ksyms` (one kernel symbol table for them all) and starting at the
+/// traced function (see [`kernel_frames`]); user frames from what
 /// `ustacks` normalized (now, for a stack it has not seen).
 pub(crate) fn symbolize(
     t: &Tracer,
     read: &events::Stacks,
     ustacks: &mut UserStacks,
     ksyms: Option<&KernelSymbolizer>,
+    mech: &Mechanism,
     max: usize,
 ) -> Vec<Stack> {
     ustacks.new_round();
@@ -341,7 +380,7 @@ pub(crate) fn symbolize(
                 .map_or_else(|| format!("#{}", k.func), |f| f.display_name()),
             pid: k.tgid,
             count: *count,
-            kernel: kernel_frames(ksyms, addrs(k.kstack)),
+            kernel: kernel_frames(ksyms, mech, Some(k.func), addrs(k.kstack)),
             user: match k.ustack.filter(|&id| !addrs(Some(id)).is_empty()) {
                 Some(id) => ustacks.frames(k.tgid, id, addrs(Some(id))),
                 None => Vec::new(),
@@ -355,21 +394,191 @@ pub(crate) fn lines(frames: &[StackFrame]) -> Vec<String> {
     frames.iter().map(StackFrame::line).collect()
 }
 
-/// Kernel frames, symbolized (addresses only without a symbol table).
-pub(crate) fn kernel_frames(ksyms: Option<&KernelSymbolizer>, kernel: &[u64]) -> Vec<StackFrame> {
-    match ksyms {
-        Some(k) => k
-            .symbolize(kernel)
+/// How far into a function a frame can be and still be its entry: a
+/// kprobe's address (0, or 4 past an `endbr64`), a trampoline's return
+/// address (5 or 9: past the call that replaced the entry's `nop`).
+const ENTRY_WINDOW: u64 = 16;
+
+/// Where a frame in the [`Mechanism`]'s code is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// JIT code, trampolines, return trampolines: wherever it is (a traced
+    /// caller's trampoline sits between that caller's frames).
+    Anywhere,
+    /// C code that runs programs or takes their stacks: only above the
+    /// first frame kept (below it, it would be a real caller).
+    Leading,
+}
+
+/// The glue functions dropped above the first frame kept: what calls a
+/// kprobe's, fprobe's or ftrace handler's programs, and the stack helpers.
+const GLUE_PREFIXES: &[&str] = &[
+    "fprobe_",
+    "__fprobe_",
+    "kprobe_",
+    "kretprobe_",
+    "__kretprobe_",
+    "rethook_",
+    "arch_rethook_",
+    "function_graph_enter",
+    "ftrace_",
+    "arch_ftrace_",
+    "__bpf_prog_enter",
+    "__bpf_prog_exit",
+    "__bpf_tramp_",
+    "bpf_trace_run",
+    "__bpf_trace_run",
+    "trace_call_bpf",
+    "bpf_get_stack",
+    "__bpf_get_stack",
+    "bpf_get_stackid",
+    "get_perf_callchain",
+    "perf_callchain_kernel",
+    "optimized_callback",
+    "optprobe_template_",
+    "asm_exc_int3",
+    "exc_int3",
+    "do_int3",
+];
+
+/// The entry and return trampolines of ftrace, fgraph and rethook, in the
+/// kernel image: dropped wherever they are, as JIT code is.
+const TRAMPOLINES: &[&str] = &[
+    "ftrace_caller",
+    "ftrace_regs_caller",
+    "ftrace_call",
+    "ftrace_regs_call",
+    "ftrace_caller_op_ptr",
+    "ftrace_regs_caller_op_ptr",
+    "ftrace_caller_end",
+    "ftrace_regs_caller_end",
+    "ftrace_regs_caller_jmp",
+    "ftrace_regs_caller_ret",
+    "ftrace_epilogue",
+    "ftrace_stub",
+    "ftrace_stub_graph",
+    "ftrace_graph_caller",
+    "return_to_handler",
+    "arch_rethook_trampoline",
+    "__kretprobe_trampoline",
+    "kretprobe_trampoline",
+];
+
+/// The tracer's own kernel code, by address range (from kallsyms while
+/// everything is attached: see the module docs), and the traced
+/// functions' addresses.
+#[derive(Debug, Default)]
+pub(crate) struct Mechanism {
+    /// Sorted by start, not overlapping.
+    ranges: Vec<(Range<u64>, Part)>,
+    /// By index in the selection: the function's address, if known.
+    traced: Vec<Option<u64>>,
+}
+
+impl Mechanism {
+    /// The mechanism's ranges in `ksyms`, and the addresses of `funcs`.
+    pub fn new(ksyms: &KernelSymbolizer, funcs: &[Func]) -> Self {
+        let ranges = ksyms.function_extents(Self::part);
+        let wanted: Vec<_> = funcs
+            .iter()
+            .map(|f| (f.name.as_str(), f.scope.module()))
+            .collect();
+        let traced = ksyms
+            .function_addresses(&wanted)
             .into_iter()
-            .map(|s| StackFrame::new(s.addr, Some(s.result)))
-            .collect(),
-        None => kernel.iter().map(|&a| StackFrame::new(a, None)).collect(),
+            .zip(funcs)
+            .map(|(a, f)| f.addr.or(a))
+            .collect();
+        Self { ranges, traced }
+    }
+
+    /// What part of the mechanism function `name` of `module` is, if any.
+    fn part(name: &str, module: Option<&str>) -> Option<Part> {
+        match module {
+            // BPF programs, trampolines, dispatchers, the global
+            // trampoline's thunk pages; ftrace's and kprobes' JIT pages.
+            Some("bpf" | "__builtin__ftrace" | "__builtin__kprobes") => Some(Part::Anywhere),
+            Some(_) => None,
+            None if name.starts_with("bpf_global_") || TRAMPOLINES.contains(&name) => {
+                Some(Part::Anywhere)
+            }
+            None if GLUE_PREFIXES.iter().any(|p| name.starts_with(p)) => Some(Part::Leading),
+            None => None,
+        }
+    }
+
+    /// The part of the mechanism `addr` is in, if any.
+    fn find(&self, addr: u64) -> Option<Part> {
+        let i = self.ranges.partition_point(|(r, _)| r.start <= addr);
+        let (r, part) = self.ranges.get(i.checked_sub(1)?)?;
+        r.contains(&addr).then_some(*part)
     }
 }
 
-/// Kernel frames as lines (addresses without a symbol table).
-pub(crate) fn kernel_lines(ksyms: Option<&KernelSymbolizer>, kernel: &[u64]) -> Vec<String> {
-    lines(&kernel_frames(ksyms, kernel))
+/// Kernel frames, symbolized (addresses only without a symbol table);
+/// with a symbol table, the [`Mechanism`]'s frames dropped, a traced
+/// caller's duplicated frame collapsed and, for the stack of a call of
+/// the selection's function `func`, that function first (see the module
+/// docs).
+pub(crate) fn kernel_frames(
+    ksyms: Option<&KernelSymbolizer>,
+    mech: &Mechanism,
+    func: Option<usize>,
+    kernel: &[u64],
+) -> Vec<StackFrame> {
+    let Some(k) = ksyms else {
+        return kernel.iter().map(|&a| StackFrame::new(a, None)).collect();
+    };
+    let mut out: Vec<StackFrame> = Vec::with_capacity(kernel.len() + 1);
+    // The function of the last frame kept, and whether mechanism frames
+    // were dropped since.
+    let mut last: Option<u64> = None;
+    let mut gap = false;
+    for s in k.symbolize(kernel) {
+        match mech.find(s.addr) {
+            Some(Part::Anywhere) => {
+                gap = true;
+                continue;
+            }
+            Some(Part::Leading) if out.is_empty() => {
+                gap = true;
+                continue;
+            }
+            _ => {}
+        }
+        let frame = StackFrame::new(s.addr, Some(s.result));
+        let entry = frame.function_offset();
+        if let (true, Some(prev), Some((start, off))) = (gap, last, entry) {
+            if prev == start && off <= ENTRY_WINDOW {
+                // The caller again, at its entry, under its trampoline.
+                gap = false;
+                continue;
+            }
+        }
+        gap = false;
+        last = entry.map(|(start, _)| start);
+        out.push(frame);
+    }
+    let traced = func.and_then(|i| mech.traced.get(i).copied().flatten());
+    if let Some(addr) = traced {
+        let first = StackFrame::new(addr, k.symbolize(&[addr]).pop().map(|s| s.result));
+        match out.first().and_then(StackFrame::function_offset) {
+            Some((start, off)) if start == addr && off <= ENTRY_WINDOW => out[0] = first,
+            _ => out.insert(0, first),
+        }
+    }
+    out
+}
+
+/// Kernel frames as lines (addresses without a symbol table), as
+/// [`kernel_frames`] makes them.
+pub(crate) fn kernel_lines(
+    ksyms: Option<&KernelSymbolizer>,
+    mech: &Mechanism,
+    func: Option<usize>,
+    kernel: &[u64],
+) -> Vec<String> {
+    lines(&kernel_frames(ksyms, mech, func, kernel))
 }
 
 #[cfg(test)]
@@ -378,7 +587,301 @@ mod tests {
 
     #[test]
     fn frames_without_symbols_are_addresses() {
-        assert_eq!(kernel_lines(None, &[0x10, 0x20]), ["0x10", "0x20"]);
+        let m = Mechanism::default();
+        assert_eq!(
+            kernel_lines(None, &m, Some(0), &[0x10, 0x20]),
+            ["0x10", "0x20"]
+        );
+    }
+
+    /// A kernel of the functions the stacks below go through; the global
+    /// trampoline's thunks and the programs and trampolines are JIT code
+    /// (module `bpf`).
+    const KALLSYMS: &str = "\
+ffffffff81000000 T entry_SYSCALL_64_after_hwframe
+ffffffff81001000 T do_syscall_64
+ffffffff81002000 T __x64_sys_openat
+ffffffff81003000 T do_sys_openat2
+ffffffff81004000 T do_file_open
+ffffffff81005000 T path_openat
+ffffffff81006000 T __x64_sys_getpgid
+ffffffff81006800 T walk_tree
+ffffffff81007000 T bpf_global_caller_run
+ffffffff81007200 T bpf_global_caller_exit
+ffffffff81007400 T bpf_global_caller_1
+ffffffff81007600 T bpf_global_caller_3
+ffffffff81008000 T fprobe_handler
+ffffffff81008200 T kprobe_multi_link_prog_run
+ffffffff81008400 T kprobe_walk
+ffffffff81008800 T return_to_handler
+ffffffff8100a000 T _etext
+ffffffffc0100000 t bpf_prog_1d3b15428cb4bc2b_trace_multi_ses\t[bpf]
+ffffffffc0102000 t bpf_trampoline_6442537309\t[bpf]
+ffffffffc0103000 t bpf_trampoline_6442518997\t[bpf]
+ffffffffc0104000 t bpf_trampoline_6442504741\t[bpf]
+ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
+";
+
+    /// The traced functions, in selection order.
+    const TRACED: &[&str] = &[
+        "__x64_sys_openat",
+        "do_sys_openat2",
+        "path_openat",
+        "__x64_sys_getpgid",
+        "walk_tree",
+        "not_in_kallsyms",
+    ];
+
+    fn kernel() -> (KernelSymbolizer, Mechanism) {
+        let k = KernelSymbolizer::parse(KALLSYMS).unwrap();
+        let funcs: Vec<Func> = TRACED
+            .iter()
+            .map(|n| Func::test(n, vec![], super::super::btf::ValueKind::Signed(32)))
+            .collect();
+        let m = Mechanism::new(&k, &funcs);
+        (k, m)
+    }
+
+    /// `name+0xoff` frames (as a run printed them) back to addresses.
+    fn addrs(frames: &[&str]) -> Vec<u64> {
+        frames
+            .iter()
+            .map(|f| {
+                let (name, off) = f.split_once("+0x").unwrap();
+                let line = KALLSYMS
+                    .lines()
+                    .find(|l| l.split_ascii_whitespace().nth(2) == Some(name))
+                    .unwrap_or_else(|| panic!("{name} not in KALLSYMS"));
+                let base = u64::from_str_radix(&line[..16], 16).unwrap();
+                base + u64::from_str_radix(off, 16).unwrap()
+            })
+            .collect()
+    }
+
+    /// The stack printed for a call of `TRACED[func]` taken as `raw`.
+    fn cleaned(func: usize, raw: &[&str]) -> Vec<String> {
+        let (k, m) = kernel();
+        kernel_lines(Some(&k), &m, Some(func), &addrs(raw))
+    }
+
+    const OPENAT: usize = 0;
+    const PATH_OPENAT: usize = 2;
+    const GETPGID: usize = 3;
+
+    /// path_openat's failing return under __x64_sys_openat and
+    /// do_sys_openat2, all three traced: what every engine prints.
+    const PATH_OPENAT_STACK: &[&str] = &[
+        "path_openat+0x0",
+        "do_file_open+0xe4",
+        "do_sys_openat2+0x7e",
+        "__x64_sys_openat+0x6d",
+        "do_syscall_64+0xdd",
+        "entry_SYSCALL_64_after_hwframe+0x77",
+    ];
+
+    const GETPGID_STACK: &[&str] = &[
+        "__x64_sys_getpgid+0x0",
+        "do_syscall_64+0xdd",
+        "entry_SYSCALL_64_after_hwframe+0x77",
+    ];
+
+    /// The global trampoline at a return (a guest run's error chain): its
+    /// frames above the return address into path_openat, and each traced
+    /// caller twice, its body's frame and its entry's under the caller.
+    #[test]
+    fn global_engine_at_a_return() {
+        let raw = [
+            "bpf_prog_1d3b15428cb4bc2b_trace_multi_ses+0xbad",
+            "bpf_global_caller_exit+0xd4",
+            "bpf_global_caller_3+0x130",
+            "path_openat+0x5",
+            "do_file_open+0xe4",
+            "do_sys_openat2+0x7e",
+            "bpf_global_caller_3+0x115",
+            "do_sys_openat2+0x5",
+            "__x64_sys_openat+0x6d",
+            "bpf_global_caller_1+0xdd",
+            "__x64_sys_openat+0x9",
+            "do_syscall_64+0xdd",
+            "entry_SYSCALL_64_after_hwframe+0x77",
+        ];
+        assert_eq!(cleaned(PATH_OPENAT, &raw), PATH_OPENAT_STACK);
+    }
+
+    /// The global trampoline at an entry (`--stacks`): the thunk and the
+    /// callers above the return address into the function (+0x9: past
+    /// `endbr64` and the call).
+    #[test]
+    fn global_engine_at_an_entry() {
+        let raw = [
+            "bpf_global_thunks_r1_1+0x12d5",
+            "bpf_global_caller_run+0xd6",
+            "bpf_global_caller_1+0x35",
+            "__x64_sys_getpgid+0x9",
+            "do_syscall_64+0xdd",
+            "entry_SYSCALL_64_after_hwframe+0x77",
+        ];
+        assert_eq!(cleaned(GETPGID, &raw), GETPGID_STACK);
+    }
+
+    /// Per-function trampolines (tracing-multi and fentry-each) at a
+    /// return (a guest run's error chain): the program and trampoline
+    /// above the caller, path_openat itself missing, each traced caller's
+    /// trampoline between it and its caller.
+    #[test]
+    fn per_function_trampolines_at_a_return() {
+        let raw = [
+            "bpf_prog_1d3b15428cb4bc2b_trace_multi_ses+0xbad",
+            "bpf_trampoline_6442537309+0xfa",
+            "do_file_open+0xe4",
+            "do_sys_openat2+0x7e",
+            "bpf_trampoline_6442518997+0xa3",
+            "__x64_sys_openat+0x6d",
+            "bpf_trampoline_6442504741+0x93",
+            "do_syscall_64+0xdd",
+            "entry_SYSCALL_64_after_hwframe+0x77",
+        ];
+        assert_eq!(cleaned(PATH_OPENAT, &raw), PATH_OPENAT_STACK);
+    }
+
+    /// The same where the unwinder also gives each trampoline's return
+    /// address into its function: the function's entry after its
+    /// trampoline is the duplicate, and the first one the function.
+    #[test]
+    fn per_function_trampolines_with_return_addresses() {
+        let raw = [
+            "bpf_prog_1d3b15428cb4bc2b_trace_multi_ses+0xbad",
+            "bpf_trampoline_6442537309+0xfa",
+            "path_openat+0x9",
+            "do_file_open+0xe4",
+            "do_sys_openat2+0x7e",
+            "bpf_trampoline_6442518997+0xa3",
+            "do_sys_openat2+0x9",
+            "__x64_sys_openat+0x6d",
+            "bpf_trampoline_6442504741+0x93",
+            "__x64_sys_openat+0x9",
+            "do_syscall_64+0xdd",
+            "entry_SYSCALL_64_after_hwframe+0x77",
+        ];
+        assert_eq!(cleaned(PATH_OPENAT, &raw), PATH_OPENAT_STACK);
+    }
+
+    /// Per-function trampolines at an entry: the caller first.
+    #[test]
+    fn per_function_trampolines_at_an_entry() {
+        let raw = [
+            "bpf_prog_1d3b15428cb4bc2b_trace_multi_ses+0x40",
+            "bpf_trampoline_6442504741+0x5a",
+            "do_syscall_64+0xdd",
+            "entry_SYSCALL_64_after_hwframe+0x77",
+        ];
+        assert_eq!(cleaned(GETPGID, &raw), GETPGID_STACK);
+    }
+
+    /// kprobe-multi at an entry: the function's own address first (+0x4:
+    /// the ftrace site past `endbr64`), glue above it if the unwinder
+    /// gives it; at a return (the README's chain): the caller first.
+    #[test]
+    fn kprobe_multi() {
+        let entry = [
+            "__x64_sys_getpgid+0x4",
+            "do_syscall_64+0xdd",
+            "entry_SYSCALL_64_after_hwframe+0x77",
+        ];
+        assert_eq!(cleaned(GETPGID, &entry), GETPGID_STACK);
+        let glue = [
+            "fprobe_handler+0x40",
+            "kprobe_multi_link_prog_run+0x80",
+            "__x64_sys_getpgid+0x4",
+            "do_syscall_64+0xdd",
+            "entry_SYSCALL_64_after_hwframe+0x77",
+        ];
+        assert_eq!(cleaned(GETPGID, &glue), GETPGID_STACK);
+        let at_return = [
+            "do_file_open+0xe4",
+            "do_sys_openat2+0x7e",
+            "__x64_sys_openat+0x6d",
+            "do_syscall_64+0xdd",
+            "entry_SYSCALL_64_after_hwframe+0x77",
+        ];
+        assert_eq!(cleaned(PATH_OPENAT, &at_return), PATH_OPENAT_STACK);
+        // A return trampoline in place of a traced caller's return address
+        // is dropped wherever it is.
+        let rethook = [
+            "do_file_open+0xe4",
+            "do_sys_openat2+0x7e",
+            "return_to_handler+0x0",
+            "do_syscall_64+0xdd",
+            "entry_SYSCALL_64_after_hwframe+0x77",
+        ];
+        assert_eq!(
+            cleaned(PATH_OPENAT, &rethook),
+            [
+                "path_openat+0x0",
+                "do_file_open+0xe4",
+                "do_sys_openat2+0x7e",
+                "do_syscall_64+0xdd",
+                "entry_SYSCALL_64_after_hwframe+0x77",
+            ]
+        );
+    }
+
+    /// A traced function that calls itself: the outer call's frame in its
+    /// body stays (no mechanism frame before it), its entry frame under
+    /// its trampoline goes; glue-named code below the first frame is a
+    /// real caller and stays.
+    #[test]
+    fn recursion_and_glue_names_below_the_first_frame() {
+        let raw = [
+            "bpf_global_caller_exit+0xd4",
+            "bpf_global_caller_1+0x130",
+            "walk_tree+0x5",
+            "walk_tree+0x40",
+            "bpf_global_caller_1+0xdd",
+            "walk_tree+0x5",
+            "kprobe_walk+0x20",
+            "do_syscall_64+0xdd",
+        ];
+        assert_eq!(
+            cleaned(4, &raw),
+            [
+                "walk_tree+0x0",
+                "walk_tree+0x40",
+                "kprobe_walk+0x20",
+                "do_syscall_64+0xdd"
+            ]
+        );
+        // A frame deep in the traced function is not its entry: the
+        // function goes before it.
+        assert_eq!(
+            cleaned(4, &["walk_tree+0x40", "do_syscall_64+0xdd"]),
+            ["walk_tree+0x0", "walk_tree+0x40", "do_syscall_64+0xdd"]
+        );
+    }
+
+    /// Without the traced function's address, or for no function, only
+    /// the mechanism's frames go; a stack of nothing but them is empty.
+    #[test]
+    fn without_the_traced_function() {
+        let raw = [
+            "bpf_prog_1d3b15428cb4bc2b_trace_multi_ses+0x40",
+            "bpf_trampoline_6442504741+0x5a",
+            "do_syscall_64+0xdd",
+        ];
+        assert_eq!(cleaned(5, &raw), ["do_syscall_64+0xdd"]);
+        let (k, m) = kernel();
+        assert_eq!(
+            kernel_lines(Some(&k), &m, None, &addrs(&raw)),
+            ["do_syscall_64+0xdd"]
+        );
+        assert!(kernel_lines(Some(&k), &m, None, &addrs(&raw[..2])).is_empty());
+        // No mechanism known (no symbol table when the session started):
+        // the frames as they are.
+        let none = Mechanism::default();
+        assert_eq!(
+            kernel_lines(Some(&k), &none, Some(OPENAT), &addrs(&raw)).len(),
+            3
+        );
     }
 
     /// A stack of this process, normalized before it is printed, names its
