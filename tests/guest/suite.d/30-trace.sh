@@ -6,7 +6,9 @@
 # the last chains per errno on SIGUSR1, after --record-on, at exit: trace-record-*),
 # --graph call trees with exact counts per node, no program left behind by a traced call
 # that sleeps past the run (trace-sleeper-*), --stacks naming the user frames of a process
-# that exited before the run's end (trace-exited-stacks-*), the outputs other tools load
+# that exited before the run's end (trace-exited-stacks-*), kernel stacks (--stacks,
+# --errors) that start at the traced function with no frame of the mechanism, the same on
+# every engine (trace-kernel-stacks-*), the outputs other tools load
 # (folded stacks, flame graph, pprof, Chrome trace: trace-exports-*),
 # bpfmux inject failing exactly --times calls and refusing functions not on the list,
 # --filter/--min-latency deciding in the kernel which calls count (trace-filter-*),
@@ -34,6 +36,9 @@ if on ours; then
 	run trace-errors-global tc errors global
 	run trace-record-global tc record global
 	run trace-exited-stacks-global tc exited-stacks global
+	for e in global tracing-multi kprobe-multi fentry-each; do
+		run "trace-kernel-stacks-$e" tc kernel-stacks "$e"
+	done
 	run trace-exports-global tc exports global
 	run trace-nulls-global tc nulls global
 	run trace-graph-global tc graph global

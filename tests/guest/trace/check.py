@@ -77,6 +77,17 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              capture). A run of the program exiting at once after its calls
                              is shown as notes (a process that exits before the next scan
                              keeps addresses: the known limit, not a failure)
+  kernel-stacks ENGINE       kernel stacks start at the traced function, with no frame of the
+                             tracing mechanism (BPF programs, trampolines, the global
+                             trampoline, ftrace/fprobe/kprobe/rethook glue, JIT addresses) and
+                             no caller twice: --stacks on getpgid 50x (the stack taken at the
+                             entry, and with --filter 'ret >= 0' at the return) is exactly
+                             __x64_sys_getpgid+0x0 > do_syscall_64 > entry_SYSCALL_64_after_hwframe,
+                             50 calls; --errors on 3 openat of a missing file: each chain's
+                             stack starts at path_openat+0x0 and ends do_sys_openat2 >
+                             __x64_sys_openat > do_syscall_64 > entry_SYSCALL_64_after_hwframe,
+                             each function once, and tracing path_openat alone gives the same
+                             functions (traced callers leave no trace in the stack)
   exports ENGINE             outputs for other tools. --stacks of exited-stack with --folded,
                              --flamegraph and --pprof: every folded line ends in the traced
                              getpgid, the counts add up to the summary's calls, those through
@@ -672,6 +683,76 @@ def t_exited_stacks(bpfmux, trigger, engine):
     if s:
         names = [(st.get("count"), user_names(st)[:3]) for st in getpgid_stacks(s)]
         print(f"note - exits at once: user stacks {names}; user_stacks {s.get('user_stacks')}")
+
+
+# Frames of the tracing mechanism, none of which may be in a kernel stack: BPF programs and
+# trampolines, the global trampoline, ftrace, fprobe, kprobe and rethook glue, the stack
+# helpers, JIT code kallsyms did not name, and bare addresses.
+MECHANISM_FRAME = re.compile(
+    r"^(bpf_prog_|bpf_trampoline_|bpf_global_|bpf_dispatcher_|ftrace_|arch_ftrace_|fprobe|"
+    r"__fprobe|kprobe_|kretprobe|__kretprobe|rethook|arch_rethook|return_to_handler|"
+    r"function_graph_enter|__bpf_prog_enter|__bpf_prog_exit|__bpf_tramp|bpf_trace_run|"
+    r"__bpf_trace_run|trace_call_bpf|bpf_get_stack|__bpf_get_stack|get_perf_callchain|"
+    r"perf_callchain|0x)|\[bpf/jit\?\]")
+GETPGID_KERNEL = [GETPGID_FUNC, "do_syscall_64", "entry_SYSCALL_64_after_hwframe"]
+OPENAT_KERNEL_TAIL = ["do_sys_openat2", "__x64_sys_openat", "do_syscall_64",
+                      "entry_SYSCALL_64_after_hwframe"]
+KERNEL_STACK_CALLS = 50
+
+
+def kernel_frames(frames):
+    """The kernel part of a summary stack's frames (before "--")."""
+    return frames[:frames.index("--")] if "--" in frames else frames
+
+
+def check_kernel_stack(how, ks, func):
+    """ks starts at func itself, has no frame of the mechanism, no function twice."""
+    names = [f.split("+")[0] for f in ks]
+    check(bool(ks) and ks[0] == f"{func}+0x0",
+          f"{how}: the first kernel frame is {func}+0x0 ({ks})")
+    mech = [f for f in ks if MECHANISM_FRAME.search(f)]
+    check(not mech, f"{how}: no frame of the tracing mechanism ({mech})")
+    check(len(names) == len(set(names)), f"{how}: no function twice ({names})")
+    return names
+
+
+def t_kernel_stacks(bpfmux, trigger, engine):
+    work = f"getpgid {KERNEL_STACK_CALLS}"
+    # Taken at the entry, then (a test on ret) at the return.
+    for how, extra in [("--stacks", []), ("--stacks at the return", ["--filter", "ret >= 0"])]:
+        _, s = traced(bpfmux, trigger, engine, ["--stacks", *extra], [GETPGID_FUNC], work)
+        if not s:
+            continue
+        check_engine(bpfmux, engine, s)
+        stacks = getpgid_stacks(s)
+        n = sum(st.get("count", 0) for st in stacks)
+        check(stacks and n == KERNEL_STACK_CALLS,
+              f"{how}: {n} getpgid calls in {len(stacks)} stacks (want {KERNEL_STACK_CALLS})")
+        for i, st in enumerate(stacks):
+            ks = kernel_frames(st.get("frames", []))
+            names = check_kernel_stack(f"{how}: stack {i}", ks, GETPGID_FUNC)
+            check(names == GETPGID_KERNEL,
+                  f"{how}: stack {i} is {names} (want {GETPGID_KERNEL}; frames {ks})")
+    # Error chains: taken at path_openat's failing return, its callers traced or not.
+    seen = {}
+    for how, funcs in [("--errors", OPENAT_CHAIN), ("--errors path_openat alone",
+                                                     ["path_openat"])]:
+        objs, s = traced(bpfmux, trigger, engine, ["--errors"], funcs,
+                         f"openat-missing {OPENAT_MISSING}")
+        if not s:
+            continue
+        chains = [o for o in objs if o.get("type") == "error"]
+        check(len(chains) == OPENAT_MISSING,
+              f"{how}: {len(chains)} error chains (want {OPENAT_MISSING})")
+        for i, c in enumerate(chains):
+            ks = c.get("kernel_stack", [])
+            names = check_kernel_stack(f"{how}: chain {i}", ks, "path_openat")
+            check(names[-len(OPENAT_KERNEL_TAIL):] == OPENAT_KERNEL_TAIL,
+                  f"{how}: chain {i} ends {OPENAT_KERNEL_TAIL} ({names})")
+            seen.setdefault(tuple(names), []).append(how)
+    check(len(seen) == 1,
+          f"the same functions in every chain's stack, callers traced or not "
+          f"({ {k: len(v) for k, v in seen.items()} })")
 
 
 GRAPH_FUNCS = ["__x64_sys_rt_sigaction", "do_sigaction", "__x64_sys_getpgid"]
@@ -2145,7 +2226,7 @@ def main():
     check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,
      "not-found": t_not_found, "errors": t_errors, "nulls": t_nulls, "graph": t_graph, "inject": t_inject,
-     "exited-stacks": t_exited_stacks, "exports": t_exports,
+     "exited-stacks": t_exited_stacks, "kernel-stacks": t_kernel_stacks, "exports": t_exports,
      "inject-unavailable": t_inject_unavailable, "inject-no-list": t_inject_no_list,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
