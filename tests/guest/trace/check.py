@@ -2034,6 +2034,47 @@ def t_star(bpfmux, trigger, engine, mode="count"):
                   "and detach call it)")
 
 
+def t_star_self(bpfmux, trigger, engine):
+    """'*' --errors for 5 s under a syscall loop, with the tracer's own path left out (the
+    default) and kept (--keep-self-path): left out, the -v notes name what and why (the hash
+    map lookup the errors program calls directly among them), none of it is attached, and
+    the recursion guard turns away at least 10 times fewer calls than with it kept."""
+    runs = {}
+    for mode, extra in (("keep", ["--keep-self-path"]), ("default", [])):
+        loop = subprocess.Popen(["sh", "-c", f"while :; do {trigger} getpgid 50 close-bad 2; done"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            args = [bpfmux, "trace", *engine_args(engine), "--errors", *extra, "--json", "-vv",
+                    "-d", "5", "*"]
+            print(f"  running {' '.join(args)}")
+            p = subprocess.run(args, capture_output=True, text=True, timeout=1200)
+        finally:
+            loop.kill()
+            loop.wait()
+        check(p.returncode == 0, f"{mode}: exit 0 (got {p.returncode}: {p.stderr[-300:]})")
+        check_nothing_attached(f"'*' ({mode})")
+        if p.returncode != 0:
+            return
+        _, s = parse(p.stdout)
+        misses = s["lost"]["recursion_misses"]
+        calls = sum(f.get("calls", 0) for f in s["functions"])
+        print(f"  {mode}: {s['functions_attached']} attached, {calls} calls counted, "
+              f"{misses} turned away by the recursion guard")
+        runs[mode] = (s, misses, p.stderr)
+    s, misses, err = runs["default"]
+    m = re.search(r"tracer's own path: (\d+) functions .*?, (\d+) glob matches left out", err)
+    check(m and int(m.group(2)) > 0, f"the notes say what was left out ({m and m.group(0)})")
+    left = set(re.findall(r"left out (\S+): run by the tracer's own path", err))
+    check("__htab_map_lookup_elem" in left, f"__htab_map_lookup_elem is left out "
+          f"({len(left)} named)")
+    attached = {f["name"] for f in s["functions"]}
+    both = sorted(left & attached)
+    check(not both, f"nothing left out is attached ({both[:5]})")
+    keep = runs["keep"][1]
+    check(misses * 10 <= keep, f"recursion guard: {misses} calls turned away with the path left "
+          f"out, {keep} with it kept (want at least 10 times fewer)")
+
+
 def t_star_record(bpfmux, trigger, engine):
     """'*' with --errors --record-last 3 --record-on EBADF --record-out FILE --json, left on:
     3 closes of a bad descriptor by the trigger make dumps (after EBADF), SIGUSR1 one more
@@ -2231,7 +2272,7 @@ def main():
      "inject-unavailable": t_inject_unavailable, "inject-no-list": t_inject_no_list,
      "unavailable": t_unavailable, "refused": t_refused, "refused-all": t_refused_all,
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
-     "fds": t_fds, "star-sigint": t_star_sigint, "filter": t_filter,
+     "fds": t_fds, "star-sigint": t_star_sigint, "star-self": t_star_self, "filter": t_filter,
      "filter-strings": t_filter_strings, "args-types": t_args_types,
      "record": t_record, "scope-cgroup": t_scope_cgroup,
      "scope-pidns": t_scope_pidns}[what](bpfmux, trigger, *rest)
