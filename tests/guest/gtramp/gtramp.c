@@ -41,6 +41,16 @@
  *                           once and gives the sites back later, after which a
  *                           per-function fentry attaches and counts exactly; all: the
  *                           first link is on every safe function
+ *   gtramp detach-nofail N
+ *                           global fentry.multi and fexit.multi links on a few hundred
+ *                           functions and fentry.multi on every safe one, each detached
+ *                           with the tracefs events kmem:kmalloc, kmem:kmem_cache_alloc and
+ *                           kmem:mm_page_alloc recording this thread's __GFP_NOFAIL
+ *                           allocations, while failslab and fail_page_alloc fail every
+ *                           other allocation of this thread: no __GFP_NOFAIL allocation,
+ *                           the detach completes, the functions run no program, and once
+ *                           the kernel gave their sites back a per-function fentry on
+ *                           getpgid attaches and counts exactly
  *   gtramp counter-fault N
  *                           the allocation of in-flight counters fails (failslab below
  *                           counter_chunk_alloc): an fexit.multi attach is refused with
@@ -74,6 +84,7 @@
 #include <unistd.h>
 #include <sys/klog.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <bpf/bpf.h>
@@ -1635,6 +1646,193 @@ out_btf:
 	btf__free(btf);
 }
 
+
+/*
+ * Allocation events of one thread with __GFP_NOFAIL (bit 15 of gfp_t in this kernel's
+ * include/linux/gfp_types.h), in a tracefs instance of its own.
+ */
+#define NOFAIL_INSTANCE "/sys/kernel/tracing/instances/gtramp_nofail"
+static const char *const nofail_events[] = { "kmem/kmalloc", "kmem/kmem_cache_alloc",
+					     "kmem/mm_page_alloc" };
+
+static int nofail_trace(int on)
+{
+	char path[256], filter[96];
+	int err = 0;
+
+	if (on) {
+		rmdir(NOFAIL_INSTANCE);
+		if (mkdir(NOFAIL_INSTANCE, 0755))
+			return -1;
+		err |= write_str(NOFAIL_INSTANCE "/buffer_size_kb", "4096");
+	}
+	snprintf(filter, sizeof(filter), "gfp_flags & 0x8000 && common_pid == %d",
+		 (int)syscall(SYS_gettid));
+	for (size_t i = 0; i < sizeof(nofail_events) / sizeof(nofail_events[0]); i++) {
+		if (on) {
+			snprintf(path, sizeof(path), NOFAIL_INSTANCE "/events/%s/filter",
+				 nofail_events[i]);
+			err |= write_str(path, filter);
+		}
+		snprintf(path, sizeof(path), NOFAIL_INSTANCE "/events/%s/enable", nofail_events[i]);
+		err |= write_str(path, on ? "1" : "0");
+	}
+	return err;
+}
+
+/* The recorded events: how many, the first few printed. */
+static long nofail_report(const char *what)
+{
+	char line[512];
+	long n = 0;
+	FILE *f = fopen(NOFAIL_INSTANCE "/trace", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (line[0] == '#')
+			continue;
+		if (n++ < 8)
+			printf("  %s: %s", what, line);
+	}
+	fclose(f);
+	rmdir(NOFAIL_INSTANCE);
+	return n;
+}
+
+/* fail_page_alloc next to failslab (armed by failslab_arm()), this thread only. */
+static int fail_page_alloc_set(int on)
+{
+	static const char *const knobs[][2] = {
+		{ "task-filter", "Y" }, { "ignore-gfp-wait", "N" }, { "ignore-gfp-highmem", "N" },
+		{ "min-order", "0" }, { "verbose", "0" }, { "times", "-1" }, { "interval", "1" },
+		{ "space", "0" }, { "probability", "100" },
+	};
+	char path[128];
+	int err = 0;
+
+	if (!on)
+		return write_str("/sys/kernel/debug/fail_page_alloc/probability", "0");
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+		snprintf(path, sizeof(path), "/sys/kernel/debug/fail_page_alloc/%s", knobs[i][0]);
+		err |= write_str(path, knobs[i][1]);
+	}
+	return err;
+}
+
+/*
+ * Detach @link (of @obj, on @cnt functions including getpgid) with every allocation of
+ * this thread that may fail failing and its __GFP_NOFAIL ones recorded.
+ */
+static void nofail_detach(const char *what, struct bpf_object *obj, struct bpf_link *link,
+			  size_t cnt, long n)
+{
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid");
+	int armed, on, off;
+	__u64 before;
+	long nofail;
+	double t0;
+
+	call_getpgid(n);
+	before = counter_hits(obj, pgid);
+	check(before >= (__u64)n, "%s: counted %llu of %ld before the detach", what,
+	      (unsigned long long)before, n);
+	check(!nofail_trace(1), "%s: NOFAIL allocation events on for this thread", what);
+	armed = failslab_arm() | fail_page_alloc_set(1);
+	check(!armed, "%s: failslab and fail_page_alloc set up for this thread", what);
+	t0 = now();
+	on = failslab_on(1);
+	bpf_link__destroy(link);
+	off = failslab_on(0);
+	t0 = now() - t0;
+	check(!on && !off && !failslab_disarm() && !fail_page_alloc_set(0),
+	      "%s: faults on for the detach (%.3f s), then off", what, t0);
+	nofail_trace(0);
+	nofail = nofail_report(what);
+	check(nofail == 0, "%s: detach of %zu functions made %ld __GFP_NOFAIL allocations",
+	      what, cnt, nofail);
+	call_getpgid(n);
+	check(counter_hits(obj, pgid) == before, "%s: nothing counted after detach (%llu, was %llu)",
+	      what, (unsigned long long)counter_hits(obj, pgid), (unsigned long long)before);
+}
+
+/* Once the kernel gave the sites back (now or after a retry), fentry attaches on getpgid. */
+static void nofail_sites_back(const char *what, long n)
+{
+	unsigned long pgid = ksym_addr("__x64_sys_getpgid");
+	libbpf_print_fn_t print_fn;
+	struct bpf_program *fprog;
+	struct bpf_object *fobj;
+	struct bpf_link *f = NULL;
+	double t0;
+
+	fobj = counter_load(obj_path, "fentry_one", getpid(), &fprog);
+	check(fobj != NULL, "%s: fentry program loads", what);
+	if (!fobj)
+		return;
+	t0 = now();
+	print_fn = libbpf_set_print(NULL);	/* one line per refused try otherwise */
+	while (!(f = bpf_program__attach(fprog)) && now() - t0 < 60)
+		usleep(100000);
+	libbpf_set_print(print_fn);
+	check(f != NULL, "%s: per-function fentry on __x64_sys_getpgid attaches (%s, after %.1f s)",
+	      what, f ? "ok" : strerror(errno), now() - t0);
+	if (f) {
+		call_getpgid(n);
+		check(counter_hits(fobj, pgid) == (__u64)n, "%s: fentry counted %llu of %ld", what,
+		      (unsigned long long)counter_hits(fobj, pgid), n);
+		bpf_link__destroy(f);
+	}
+	bpf_object__close(fobj);
+}
+
+static void test_detach_nofail(long n)
+{
+	static const char *const some[] = { "__x64_sys_*", "vfs_*", "seq_*", NULL };
+	static const char *const every[] = { "*", NULL };
+	static const char *const must[] = { "__x64_sys_getpgid", NULL };
+	const char *const kinds[] = { "fentry", "fexit", "fentry-all" };
+	struct bpf_program *prog;
+	struct bpf_object *obj;
+	struct bpf_link *link;
+	struct func_set set;
+	struct btf *btf;
+	int err;
+
+	btf = btf__load_vmlinux_btf();
+	check(btf != NULL, "vmlinux BTF");
+	if (!btf)
+		return;
+	for (int k = 0; k < 3; k++) {
+		int all = k == 2;
+
+		memset(&set, 0, sizeof(set));
+		err = func_set_collect_args(&set, btf, all ? every : some, must,
+					    all ? (size_t)-1 : 300, all ? 12 : 6);
+		check(!err && set.cnt >= (all ? 5000u : 200u), "%s: found %zu functions", kinds[k],
+		      set.cnt);
+		if (!err && k == 1)
+			func_set_drop_noreturn(&set);
+		if (err || set.cnt < (all ? 5000u : 200u)) {
+			func_set_free(&set);
+			continue;
+		}
+		obj = k == 1 ? counter_load(gexit_path, "fexit_multi", getpid(), &prog) :
+			       counter_load(obj_path, "fentry_multi", getpid(), &prog);
+		check(obj != NULL, "%s: program loads", kinds[k]);
+		link = obj ? attach_global(prog, set.ids, NULL, set.cnt) : NULL;
+		check(link != NULL, "%s: global link on %zu functions (%s)", kinds[k], set.cnt,
+		      link ? "ok" : strerror(errno));
+		if (link)
+			nofail_detach(kinds[k], obj, link, set.cnt, n);
+		if (link)
+			nofail_sites_back(kinds[k], n);
+		bpf_object__close(obj);
+		func_set_free(&set);
+	}
+	btf__free(btf);
+}
+
 static void hot_worker(void)
 {
 	char buf[64];
@@ -1994,6 +2192,8 @@ int main(int argc, char **argv)
 		test_ipmodify_transient(n);
 	else if (!strcmp(cmd, "detach-fault"))
 		test_detach_fault(n, has_arg(argc, argv, "all"));
+	else if (!strcmp(cmd, "detach-nofail"))
+		test_detach_nofail(n);
 	else if (!strcmp(cmd, "counter-fault"))
 		test_counter_fault(n);
 	else if (!strcmp(cmd, "alias"))
@@ -2003,7 +2203,7 @@ int main(int argc, char **argv)
 			    has_arg(argc, argv, "per-function") ? 0 : BPF_F_TRACING_MULTI_GLOBAL,
 			    has_arg(argc, argv, "all-cpus"));
 	else {
-		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|ipmodify-peer|ipmodify-multi|ipmodify-other|ipmodify-transient|detach-fault|counter-fault|alias|stress [N] [per-function] [all-cpus]\n",
+		fprintf(stderr, "usage: %s probe|basic|many|all|args|rollback|churn|coexist|ipmodify|ipmodify-peer|ipmodify-multi|ipmodify-other|ipmodify-transient|detach-fault|detach-nofail|counter-fault|alias|stress [N] [per-function] [all-cpus]\n",
 			argv[0]);
 		return 2;
 	}

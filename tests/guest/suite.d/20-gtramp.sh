@@ -7,6 +7,10 @@
 # with EAGAIN); gtramp-ipmodify-other moves other functions between the backends meanwhile (a
 # lockdep warning before ftrace asked only about the sites it changes). gtramp-detach-fault*
 # fail the ftrace update of a detach with failslab (CONFIG_FAILSLAB, this thread only);
+# gtramp-detach-nofail detaches global links (a few hundred functions, fentry and fexit;
+# every safe function) with this thread's __GFP_NOFAIL allocations traced (tracefs kmem
+# events) and every other allocation failing (failslab, fail_page_alloc): none may be
+# __GFP_NOFAIL, and the functions must come back to their own code (issue 41, D7).
 # gtramp-counter-fault fails only the in-flight counters' allocation (its stack filter).
 if on ours; then
 	run gtramp-basic "$bin/gtramp" basic 1000
@@ -23,6 +27,7 @@ if on ours; then
 	run gtramp-ipmodify-transient "$bin/gtramp" ipmodify-transient 200
 	run gtramp-detach-fault "$bin/gtramp" detach-fault 1000
 	run gtramp-detach-fault-all "$bin/gtramp" detach-fault 300 all
+	run gtramp-detach-nofail "$bin/gtramp" detach-nofail 1000
 	run gtramp-counter-fault "$bin/gtramp" counter-fault 1000
 	run gtramp-alias "$bin/gtramp" alias 1000
 	run gtramp-stress "$bin/gtramp" stress 10
