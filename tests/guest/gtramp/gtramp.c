@@ -1700,11 +1700,15 @@ static long nofail_report(const char *what)
 	return n;
 }
 
-/* fail_page_alloc next to failslab (armed by failslab_arm()), this thread only. */
+/*
+ * fail_page_alloc next to failslab (armed by failslab_arm()), this thread only. Not for
+ * __GFP_HIGHMEM allocations: those are the pages of this thread's own page faults, which
+ * would otherwise be retried for as long as the switch is on.
+ */
 static int fail_page_alloc_set(int on)
 {
 	static const char *const knobs[][2] = {
-		{ "task-filter", "Y" }, { "ignore-gfp-wait", "N" }, { "ignore-gfp-highmem", "N" },
+		{ "task-filter", "Y" }, { "ignore-gfp-wait", "N" }, { "ignore-gfp-highmem", "Y" },
 		{ "min-order", "0" }, { "verbose", "0" }, { "times", "-1" }, { "interval", "1" },
 		{ "space", "0" }, { "probability", "100" },
 	};
