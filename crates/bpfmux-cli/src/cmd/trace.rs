@@ -750,7 +750,7 @@ fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Resu
     let (sel, self_path) = if globs && !args.keep_self_path {
         // What an attach would attach: the engine is chosen and the
         // programs loaded once, to leave out the tracer's own path.
-        let mut plan = trace::plan(trace::TraceOptions {
+        let planned = trace::plan(trace::TraceOptions {
             patterns: patterns.to_vec(),
             excludes: excludes.to_vec(),
             engine: inputs::engine(args.engine.as_deref())?,
@@ -762,10 +762,28 @@ fn list(args: &Args, patterns: &[Pattern], excludes: &[Pattern]) -> anyhow::Resu
             ustack: args.stacks,
             filter: args.filter(),
             ..Default::default()
-        })
-        .map_err(with_hints)?;
-        let outcome = plan.leave_out_self_path().map_err(with_hints)?;
-        (plan.selection, Some(outcome))
+        });
+        match planned {
+            Ok(mut plan) => {
+                let outcome = plan.leave_out_self_path().map_err(with_hints)?;
+                (plan.selection, Some(outcome))
+            }
+            // No engine to load the programs with: the selection alone,
+            // and a warning (a listing error, if any, is said as such).
+            Err(trace::Error::Engine(e)) => {
+                let sel =
+                    trace::select(patterns, excludes, opts).map_err(|e| with_hints(e.into()))?;
+                let first = e.to_string();
+                let first = first
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_end_matches(':');
+                let why = format!("no engine can load its programs here: {first}");
+                (sel, Some(trace::SelfPathOutcome::Failed(why)))
+            }
+            Err(e) => return Err(with_hints(e)),
+        }
     } else {
         let sel = trace::select(patterns, excludes, opts).map_err(|e| with_hints(e.into()))?;
         (sel, None)

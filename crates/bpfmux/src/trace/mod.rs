@@ -572,7 +572,7 @@ fn derive_self_path(
         .probe_programs(obj, all)
         .map_err(|e| Error::attach(e, "loading the programs to find the tracer's own path"))?;
     let fds: Vec<_> = progs.iter().map(AsFd::as_fd).collect();
-    let path = match SelfPath::derive(&fds, kind) {
+    let path = match SelfPath::derive(&fds, kind.mechanism_prefixes()) {
         Ok(p) => p,
         Err(e) => return Ok((SelfPathOutcome::Failed(e.to_string()), None)),
     };

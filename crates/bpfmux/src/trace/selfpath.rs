@@ -13,10 +13,9 @@
 //! The set is derived from the running kernel, not listed by hand:
 //!
 //! 1. **Seeds**: the JIT code of the programs the attach will load (loaded
-//!    once beforehand, as the engine would: [`super::engine::Engine::probe_programs`]),
+//!    once beforehand, as the engine would load them),
 //!    whose direct calls are the helpers and map functions the verifier
-//!    chose for this kernel, and the mechanism's entry code by name
-//!    ([`mechanism_prefixes`]).
+//!    chose for this kernel, and the mechanism's entry code by name.
 //! 2. **Closure**: the direct calls and jumps (`call`/`jmp`/`jcc` with a
 //!    32-bit displacement, including tail calls) in the kernel text of
 //!    each function reached, read from `/proc/kcore`, followed breadth
@@ -36,7 +35,6 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use super::engine::EngineKind;
 use crate::sys::bpf_ops;
 use crate::sys::kcore::Kcore;
 
@@ -66,27 +64,6 @@ const NOT_FOLLOWED: &[&str] = &[
     "__stack_chk_fail",
     "__ubsan_handle_out_of_bounds",
 ];
-
-/// Name prefixes of the code that runs a program for `engine`: the global
-/// trampoline's C runner, the per-function trampolines' enter/exit calls,
-/// the fprobe handlers of kprobe.multi.
-pub fn mechanism_prefixes(engine: EngineKind) -> &'static [&'static str] {
-    match engine {
-        EngineKind::Global => &["bpf_global_caller", "bpf_global_exit"],
-        EngineKind::TracingMulti | EngineKind::FentryEach => &[
-            "__bpf_prog_enter",
-            "__bpf_prog_exit",
-            "__bpf_tramp_enter",
-            "__bpf_tramp_exit",
-        ],
-        EngineKind::KprobeMulti => &[
-            "kprobe_multi_link_",
-            "fprobe_fgraph_entry",
-            "fprobe_ftrace_entry",
-            "fprobe_return",
-        ],
-    }
-}
 
 /// Why the set could not be derived.
 #[derive(Debug, thiserror::Error)]
@@ -137,10 +114,12 @@ impl SelfPath {
     }
 
     /// Derives the set for `programs` (loaded copies of what the attach
-    /// will load) run by `engine`'s mechanism, on the running kernel.
+    /// will load) run by the mechanism whose entry functions' names start
+    /// with one of `mechanism` (see `EngineKind::mechanism_prefixes`), on
+    /// the running kernel.
     pub fn derive(
         programs: &[BorrowedFd<'_>],
-        engine: EngineKind,
+        mechanism: &[&str],
     ) -> Result<SelfPath, SelfPathError> {
         let t0 = Instant::now();
         let text = std::fs::read_to_string("/proc/kallsyms").map_err(SelfPathError::Kallsyms)?;
@@ -157,7 +136,7 @@ impl SelfPath {
                 seeds.push((addr, u64::from(len), "bpf program".to_string()));
             }
         }
-        for &p in mechanism_prefixes(engine) {
+        for &p in mechanism {
             for i in syms.with_prefix(p) {
                 seeds.push((syms.addr[i], syms.extent(i), syms.name[i].clone()));
             }

@@ -552,6 +552,30 @@ fn probe_load(
         .collect()
 }
 
+impl EngineKind {
+    /// Name prefixes of the code that runs a program for this engine, the
+    /// seeds of the tracer's own path ([`super::selfpath`]) besides the
+    /// programs: the global trampoline's C runner, the per-function
+    /// trampolines' enter/exit calls, the fprobe handlers of kprobe.multi.
+    pub fn mechanism_prefixes(self) -> &'static [&'static str] {
+        match self {
+            EngineKind::Global => &["bpf_global_caller", "bpf_global_exit"],
+            EngineKind::TracingMulti | EngineKind::FentryEach => &[
+                "__bpf_prog_enter",
+                "__bpf_prog_exit",
+                "__bpf_tramp_enter",
+                "__bpf_tramp_exit",
+            ],
+            EngineKind::KprobeMulti => &[
+                "kprobe_multi_link_",
+                "fprobe_fgraph_entry",
+                "fprobe_ftrace_entry",
+                "fprobe_return",
+            ],
+        }
+    }
+}
+
 pub fn new_engine(kind: EngineKind) -> Box<dyn Engine> {
     match kind {
         EngineKind::Global => Box::new(tracing_multi::TracingMulti::new(true)),
