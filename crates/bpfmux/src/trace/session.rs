@@ -66,14 +66,9 @@ pub struct Session {
     ustacks: UserStacks,
     /// The stack counts, read once after the detach.
     read_stacks: Option<events::Stacks>,
-    /// The kernel symbol table (`None` inside: it could not be read),
-    /// loaded once: when the session starts, while everything is attached,
-    /// if kernel stacks are taken (`--stacks`, `--errors`); else at the
-    /// first event that has a kernel address among its arguments.
-    ksyms: Option<Option<KernelSymbolizer>>,
-    /// The tracer's own frames in kernel stacks, from `ksyms` as loaded
-    /// when the session started (empty when it was not).
-    mech: Mechanism,
+    /// The kernel symbol table and the tracer's own frames in kernel
+    /// stacks.
+    kernel: KernelNames,
 }
 
 impl Session {
@@ -81,11 +76,10 @@ impl Session {
     pub fn new(tracer: Tracer, run: RunOptions) -> Self {
         let during_run = !tracer.opts.user_stacks_at_end;
         // Now, while the trampolines are attached and in kallsyms.
-        let ksyms =
-            (tracer.opts.kstack || tracer.opts.errors).then(|| KernelSymbolizer::load().ok());
-        let mech = match &ksyms {
-            Some(Some(k)) => Mechanism::new(k, &tracer.selection.funcs),
-            _ => Mechanism::default(),
+        let kernel = if tracer.opts.kstack || tracer.opts.errors {
+            KernelNames::start(tracer.selection.funcs.clone())
+        } else {
+            KernelNames::default()
         };
         Self {
             tracer,
@@ -94,8 +88,7 @@ impl Session {
             errors: ErrorTally::default(),
             ustacks: UserStacks::new(during_run),
             read_stacks: None,
-            ksyms,
-            mech,
+            kernel,
         }
     }
 
@@ -132,8 +125,7 @@ impl Session {
         let mut resolver = Resolver;
         let tally = &mut self.errors;
         let ustacks = &mut self.ustacks;
-        let ksyms = &mut self.ksyms;
-        let mech = &self.mech;
+        let kernel = &mut self.kernel;
         let nulls = t.opts.null_returns;
         let class = |i: usize| funcs.get(i).map(|f| RetClass::of(f.proto.ret));
         // What came since the last turn; then the user stacks counted since.
@@ -142,8 +134,7 @@ impl Session {
             for mut e in pending.borrow_mut().drain(..) {
                 if let Some(f) = funcs.get(e.func) {
                     if e.kind == EventKind::Entry && e.args.iter().any(|&a| (a as i64) < -4095) {
-                        let k = ksyms.get_or_insert_with(|| KernelSymbolizer::load().ok());
-                        if let Some(k) = k {
+                        if let (Some(k), _) = kernel.get() {
                             events::name_symbols(&mut e, &f.proto, k);
                         }
                     }
@@ -157,9 +148,8 @@ impl Session {
                 if !tally.admit(nulls, &c, class) {
                     continue;
                 }
-                let k = ksyms.get_or_insert_with(|| KernelSymbolizer::load().ok());
-                let kernel = (k.as_ref(), mech);
-                if let Some(chain) = resolver.resolve(&c, funcs, t.object(), ustacks, kernel) {
+                let names = kernel.get();
+                if let Some(chain) = resolver.resolve(&c, funcs, t.object(), ustacks, names) {
                     chains += 1;
                     tally.add(&chain);
                     report.error_chain(&chain).map_err(Error::Report)?;
@@ -255,15 +245,13 @@ impl Session {
             Some(r) => r,
             r @ None => r.insert(events::read_stacks(t.object())?),
         };
-        let ksyms = self
-            .ksyms
-            .get_or_insert_with(|| KernelSymbolizer::load().ok());
+        let (ksyms, mech) = self.kernel.get();
         Ok(stacks::symbolize(
             t,
             read,
             &mut self.ustacks,
-            ksyms.as_ref(),
-            &self.mech,
+            ksyms,
+            mech,
             max,
         ))
     }
@@ -358,5 +346,44 @@ impl Session {
             user_stacks,
             latency: snap.hist.is_some(),
         })
+    }
+}
+
+/// The kernel symbol table and the mechanism's frames ([`Mechanism`]):
+/// read on a thread of their own from the session's start, while the
+/// trampolines are in kallsyms, so that the run's first turns do not wait
+/// for them (seconds under emulation) and a short-lived process's user
+/// stacks are normalized before it exits. Without a start, the table is
+/// read at first use, with no mechanism frames known.
+#[derive(Default)]
+struct KernelNames {
+    pending: Option<std::thread::JoinHandle<(Option<KernelSymbolizer>, Mechanism)>>,
+    ready: Option<(Option<KernelSymbolizer>, Mechanism)>,
+}
+
+impl KernelNames {
+    fn start(funcs: Vec<super::Func>) -> Self {
+        let pending = std::thread::spawn(move || match KernelSymbolizer::load() {
+            Ok(k) => {
+                let mech = Mechanism::new(&k, &funcs);
+                (Some(k), mech)
+            }
+            Err(_) => (None, Mechanism::default()),
+        });
+        Self {
+            pending: Some(pending),
+            ready: None,
+        }
+    }
+
+    /// The table (`None`: not readable) and the mechanism's frames,
+    /// waiting for the reading thread the first time.
+    fn get(&mut self) -> (Option<&KernelSymbolizer>, &Mechanism) {
+        let pending = &mut self.pending;
+        let (k, m) = self.ready.get_or_insert_with(|| match pending.take() {
+            Some(h) => h.join().unwrap_or((None, Mechanism::default())),
+            None => (KernelSymbolizer::load().ok(), Mechanism::default()),
+        });
+        (k.as_ref(), m)
     }
 }
