@@ -215,6 +215,9 @@ impl Session {
     /// Stops counting and detaches everything (see [`Tracer::detach`]);
     /// `progress` hears how many functions each step detached.
     pub fn detach(&mut self, progress: &(dyn Fn(usize) + Sync)) -> Duration {
+        // The symbol table must be read while the trampolines are still in
+        // kallsyms (their names come last in it): wait for its thread.
+        self.kernel.wait();
         self.detach_time = self.tracer.detach(progress);
         self.detach_time
     }
@@ -354,7 +357,8 @@ impl Session {
 /// trampolines are in kallsyms, so that the run's first turns do not wait
 /// for them (seconds under emulation) and a short-lived process's user
 /// stacks are normalized before it exits. Without a start, the table is
-/// read at first use, with no mechanism frames known.
+/// read at first use, with no mechanism frames known. [`Session::detach`]
+/// waits for the thread: the trampolines leave kallsyms with the links.
 #[derive(Default)]
 struct KernelNames {
     pending: Option<std::thread::JoinHandle<(Option<KernelSymbolizer>, Mechanism)>>,
@@ -373,6 +377,13 @@ impl KernelNames {
         Self {
             pending: Some(pending),
             ready: None,
+        }
+    }
+
+    /// Waits for the reading thread, if one was started.
+    fn wait(&mut self) {
+        if self.pending.is_some() {
+            self.get();
         }
     }
 
