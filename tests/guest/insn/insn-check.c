@@ -349,12 +349,15 @@ static int crossing_loop(void *arg, unsigned int n)
 /*
  * Windows of one loop size: every count, then the smallest and the most frequent. At
  * least MIN_WINDOWS; more while fewer than three windows agree on the smallest count (a
- * slow host lets more ticks into each window), up to MAX_WINDOWS.
+ * slow host lets more ticks into each window), up to MAX_WINDOWS. An interrupt inside a
+ * window only adds instructions, so the loop counts exactly when the smallest count is
+ * the loop's length and at least three windows saw it; the most frequent count is printed
+ * (on a busy host most windows may take a tick) but decides nothing.
  */
 static void check_size(const char *what, int (*loop)(void *, unsigned int), unsigned int n,
 		       uint64_t want)
 {
-	enum { MIN_WINDOWS = 11, MAX_WINDOWS = 61 };
+	enum { MIN_WINDOWS = 11, MAX_WINDOWS = 121 };
 	uint64_t c[MAX_WINDOWS], min = UINT64_MAX, mode = 0;
 	int best = 0, nw = 0, at_min = 0;
 
@@ -379,9 +382,10 @@ static void check_size(const char *what, int (*loop)(void *, unsigned int), unsi
 		if (k > best || (k == best && c[i] < mode))
 			best = k, mode = c[i];
 	}
-	check(min == want && mode == want,
-	      "%s, N=%u: %" PRIu64 " instructions exactly (smallest %" PRIu64 ", most frequent %"
-	      PRIu64 " in %d of %d windows)", what, n, want, min, mode, best, nw);
+	check(min == want && at_min >= 3,
+	      "%s, N=%u: %" PRIu64 " instructions exactly (smallest %" PRIu64 " in %d of %d "
+	      "windows, most frequent %" PRIu64 " in %d)", what, n, want, min, at_min, nw, mode,
+	      best);
 }
 
 static int jumping_loop(void *arg, unsigned int n)
@@ -665,11 +669,12 @@ static int hazard_checks(void)
 
 int main(int argc, char **argv)
 {
-	static const unsigned int sizes[] = { 1, 10, 1000, 20000 };
 	/*
-	 * Each crossing iteration goes through QEMU's main loop: 20,000 of them take about a
-	 * millisecond, a tick period, so that size would rarely see an undisturbed window.
+	 * The largest loops stay well under a tick period with the hazard callbacks on a busy
+	 * host: a CI run of 20,000 iterations (40,002 instructions) saw a tick in all 61 of
+	 * its windows. Each crossing iteration also goes through QEMU's main loop.
 	 */
+	static const unsigned int sizes[] = { 1, 10, 1000, 5000 };
 	static const unsigned int cross_sizes[] = { 1, 10, 1000, 5000 };
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
