@@ -8,7 +8,8 @@
 # that sleeps past the run (trace-sleeper-*), --stacks naming the user frames of a process
 # that exited before the run's end (trace-exited-stacks-*), kernel stacks (--stacks,
 # --errors) that start at the traced function with no frame of the mechanism, the same on
-# every engine (trace-kernel-stacks-*), the outputs other tools load
+# every engine (trace-kernel-stacks-*), kprobe.multi keeping every call while bpfmux reads
+# its maps (trace-map-reads-*), the outputs other tools load
 # (folded stacks, flame graph, pprof, Chrome trace: trace-exports-*),
 # bpfmux inject failing exactly --times calls and refusing functions not on the list,
 # --filter/--min-latency deciding in the kernel which calls count (trace-filter-*),
@@ -34,6 +35,8 @@ if on ours; then
 	run trace-refused-global tc refused global
 	run trace-sigterm-global tc sigterm global 'vfs_*'
 	run trace-errors-global tc errors global
+	# kprobe.multi: map reads while the command runs turn no call away.
+	run trace-map-reads-kprobe-multi tc map-reads kprobe-multi
 	run trace-record-global tc record global
 	run trace-exited-stacks-global tc exited-stacks global
 	for e in global tracing-multi kprobe-multi fentry-each; do

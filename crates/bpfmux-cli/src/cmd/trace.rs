@@ -1018,6 +1018,7 @@ pub(super) mod tests {
             null_only_chains_left_out: None,
             graph: None,
             lost: Lost::default(),
+            preemptible_reads: None,
             filter: None,
             functions: vec![],
             stacks: None,

@@ -7,3 +7,4 @@ pub mod bpf_ops;
 pub mod chain;
 pub mod kcore;
 pub mod netlink;
+pub mod sched;

@@ -159,6 +159,16 @@ impl Notes {
         } else {
             format!("{p}nothing lost (ring buffers, stacks, nesting, recursion guard)")
         });
+        if let Some(why) = s
+            .preemptible_reads
+            .as_deref()
+            .filter(|_| l.recursion_misses > 0)
+        {
+            lines.push(format!(
+                "{p}some of those calls may have been skipped while a map read of bpfmux's \
+                 was preempted on their CPU ({why})"
+            ));
+        }
         if let Some(f) = &s.filter {
             lines.push(format!(
                 "{p}filter `{}` passed {} of {} calls",

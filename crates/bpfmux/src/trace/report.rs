@@ -555,6 +555,7 @@ mod tests {
             null_only_chains_left_out: None,
             graph: None,
             lost: Lost::default(),
+            preemptible_reads: None,
             filter: None,
             functions: vec![FunctionTotals::new("vfs_read", &s, Some(&h))],
             stacks: None,

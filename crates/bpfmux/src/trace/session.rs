@@ -27,6 +27,7 @@ use super::summary::{
 };
 use super::{Error, Tracer};
 use crate::symbolize::KernelSymbolizer;
+use crate::sys::sched::Unpreempted;
 
 /// How long a run lasts and how often it reports.
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +70,10 @@ pub struct Session {
     /// The kernel symbol table and the tracer's own frames in kernel
     /// stacks.
     kernel: KernelNames,
+    /// Why map reads during the run could not be kept unpreempted, on an
+    /// engine whose programs a preempted map read turns away (see
+    /// [`crate::sys::sched`]).
+    preemptible_reads: Option<String>,
 }
 
 impl Session {
@@ -89,6 +94,7 @@ impl Session {
             ustacks: UserStacks::new(during_run),
             read_stacks: None,
             kernel,
+            preemptible_reads: None,
         }
     }
 
@@ -127,6 +133,22 @@ impl Session {
         let ustacks = &mut self.ustacks;
         let kernel = &mut self.kernel;
         let nulls = t.opts.null_returns;
+        // Map reads (stacks, chains' stacks, counts) unpreempted where a
+        // preempted one would make the programs skip calls.
+        let guard = t.engine.guard_is_cpu_wide();
+        let refused: RefCell<Option<String>> = RefCell::new(None);
+        let unpreempted = || -> Option<Unpreempted> {
+            if !guard {
+                return None;
+            }
+            Unpreempted::enter()
+                .map_err(|e| {
+                    refused
+                        .borrow_mut()
+                        .get_or_insert_with(|| format!("SCHED_FIFO refused: {e}"));
+                })
+                .ok()
+        };
         let class = |i: usize| funcs.get(i).map(|f| RetClass::of(f.proto.ret));
         // What came since the last turn; then the user stacks counted since.
         let mut deliver = |report: &mut dyn Report, last: bool| -> Result<(), Error> {
@@ -142,6 +164,8 @@ impl Session {
                     report.event(&e, f).map_err(Error::Report)?;
                 }
             }
+            // Chains' stacks and the stack scan read maps.
+            let reading = unpreempted();
             for c in pending_chains.borrow_mut().drain(..) {
                 // NULL-only chains are counted and left out before their
                 // stacks are symbolized.
@@ -158,6 +182,7 @@ impl Session {
             if t.opts.ustack {
                 ustacks.scan(t.object(), last)?;
             }
+            drop(reading);
             Ok(())
         };
         loop {
@@ -184,7 +209,9 @@ impl Session {
             deliver(report, false)?;
             report.turn().map_err(Error::Report)?;
             if Instant::now() >= next_tick {
+                let reading = unpreempted();
                 let snap = t.snapshot()?;
+                drop(reading);
                 let secs = last_tick.elapsed().as_secs_f64();
                 last_tick = Instant::now();
                 next_tick += interval;
@@ -205,6 +232,7 @@ impl Session {
             let _ = r.consume();
         }
         deliver(report, true)?;
+        self.preemptible_reads = refused.into_inner();
         Ok(Window {
             elapsed: start.elapsed(),
             events,
@@ -338,6 +366,7 @@ impl Session {
                 nesting: snap.lost_depth,
                 recursion_misses: t.recursion_misses(),
             },
+            preemptible_reads: self.preemptible_reads.clone(),
             filter: t.filter().map(|f| FilterTotals {
                 expression: f.text().to_string(),
                 seen: snap.stats.iter().map(|s| s.filter_seen).sum(),

@@ -63,6 +63,12 @@ pub struct Summary {
     pub null_only_chains_left_out: Option<u64>,
     /// What could not be recorded.
     pub lost: Lost,
+    /// Why bpfmux's own map reads could be preempted while programs that a
+    /// preempted map read turns away ran (see
+    /// [`EngineKind::guard_is_cpu_wide`]): some recursion misses may be of
+    /// its making.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemptible_reads: Option<String>,
     /// The filter, and how many calls it passed of those it saw.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<FilterTotals>,

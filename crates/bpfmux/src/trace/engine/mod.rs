@@ -96,6 +96,15 @@ impl EngineKind {
         }
     }
 
+    /// Whether this engine's programs are turned away while any BPF program
+    /// or map read holds the CPU-wide `bpf_prog_active` (kprobes do; the
+    /// trampolines guard each program on its own): then a map read of ours
+    /// that is preempted makes them skip the calls of whatever runs in its
+    /// place, so the session reads maps unpreempted (in `SCHED_FIFO`).
+    pub fn guard_is_cpu_wide(self) -> bool {
+        self == EngineKind::KprobeMulti
+    }
+
     /// The probes that must say yes for error injection (fmod_ret), or why
     /// this engine does not inject.
     pub fn inject_features(self) -> Result<&'static [Feature], &'static str> {
