@@ -30,6 +30,8 @@ Examples:
                                      per-function latency for 5 seconds
   bpfmux trace --errors -c 'cat /nope' __x64_sys_openat do_sys_openat2 path_openat
                                      the chain of calls that failed, with each errno
+  bpfmux trace --errors --stacks --record run.jsonl.gz -c 'cat /nope' do_sys_openat2
+  bpfmux report run.jsonl.gz         the same run printed later, here or elsewhere
   bpfmux inject -c 'cat /etc/hostname' --times 1 -e ENOMEM __x64_sys_openat
                                      make the command's first openat fail
   bpfmux xdp attach eth0 fw.o count.o several XDP programs on one interface"
@@ -44,6 +46,7 @@ enum Command {
     Features(cmd::features::Args),
     Inject(cmd::inject::Args),
     Maps(cmd::maps::Args),
+    Report(cmd::report::Args),
     Sym(cmd::sym::Args),
     // Boxed: its options are many times the others' size.
     Trace(Box<cmd::trace::Args>),
@@ -69,6 +72,7 @@ fn main() {
         Command::Features(a) => cmd::features::run(a),
         Command::Inject(a) => cmd::inject::run(a),
         Command::Maps(a) => cmd::maps::run(a),
+        Command::Report(a) => cmd::report::run(a),
         Command::Sym(a) => cmd::sym::run(a),
         Command::Trace(a) => cmd::trace::run(*a),
         Command::Xdp(a) => cmd::xdp::run(a),

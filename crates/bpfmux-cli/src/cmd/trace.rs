@@ -237,6 +237,9 @@ Examples:
                                              4242 (a container's init)
   bpfmux trace --pid-ns /proc/4242/ns/pid -d 5 'vfs_*'
                                              every process of that pid namespace
+  bpfmux trace --stacks --errors --record run.jsonl.gz -c 'cat /nope' do_sys_openat2
+                                             record the run; later, anywhere:
+                                             bpfmux report run.jsonl.gz
   bpfmux trace --engine fentry-each 'ext4_*' force an engine (error if unavailable)
   bpfmux trace --list 'tcp_*'                the functions a pattern selects, no attach
   bpfmux trace -f funcs.txt -d 5             patterns from a file, one per line")]
@@ -597,7 +600,7 @@ impl Shared<'_> {
 }
 
 /// The library's notes as `who` (`bpfmux trace`) says them, with its hints.
-fn notes_to(out: impl Write + 'static, who: &str, verbose: u8) -> Notes {
+pub(super) fn notes_to(out: impl Write + 'static, who: &str, verbose: u8) -> Notes {
     Notes::new(out, format!("{who}: "), Detail::from_level(verbose)).with_hints(hints)
 }
 
@@ -682,6 +685,11 @@ pub(super) fn execute(
     let interval = Duration::from_secs_f64(w.interval);
     let duration = w.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
     let mut session = Session::new(tracer, RunOptions { interval, duration });
+    let recording = exports.take_recording();
+    let recording_path = recording.as_ref().map(|w| w.path().display().to_string());
+    if let Some(w) = recording {
+        session.record_to(w)?;
+    }
     let mut stop = || signals::stopped() | child.as_mut().is_some_and(|c| c.exited());
     if let Some(r) = &record {
         eprintln!("{}", r.announce(shared.who));
@@ -725,6 +733,12 @@ pub(super) fn execute(
         if json {
             fields.push(("recorded".to_string(), serde_json::to_value(&dump)?));
         }
+    }
+    if let (Some(n), Some(p)) = (session.finish_recording(&summary, &fields)?, recording_path) {
+        eprintln!(
+            "{}: --record {p}: {} error chains, {} stacks, {} files and {} kernel symbols              they need (bpfmux report {p})",
+            shared.who, n.chains, n.stacks, n.objects, n.kernel_symbols
+        );
     }
     output.summary(&summary, fields)?;
     std::mem::take(exports).finish(shared.who, stacks, &summary)

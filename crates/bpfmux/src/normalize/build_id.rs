@@ -134,6 +134,13 @@ pub fn read(file: &impl ReadAt) -> io::Result<Option<BuildId>> {
     Ok(None)
 }
 
+/// The running kernel's build ID, from its notes (`/sys/kernel/notes`);
+/// `Ok(None)` when they hold none.
+pub fn kernel_build_id() -> io::Result<Option<BuildId>> {
+    let notes = std::fs::read("/sys/kernel/notes")?;
+    Ok(find_gnu_build_id(&notes).and_then(BuildId::new))
+}
+
 /// Walks the notes of one segment (4-byte aligned name and descriptor).
 fn find_gnu_build_id(seg: &[u8]) -> Option<&[u8]> {
     const NAME: &[u8] = b"GNU\0";

@@ -48,7 +48,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::kept_maps::{forked_without_exec, least_recently_used};
 use super::{
@@ -106,7 +106,7 @@ pub enum Place {
 }
 
 /// What a [`CaptureCache`] did, counted per address.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaptureStats {
     /// Addresses the kernel was asked about: their mapping was not cached.
     pub normalized: u64,

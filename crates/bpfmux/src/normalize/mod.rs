@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::PathBuf;
 
+pub use build_id::kernel_build_id;
 pub use build_id::read as read_build_id;
 pub use build_id::{MappedImage, ReadAt};
 pub use error::NormalizeError;

@@ -97,6 +97,29 @@ pub struct ElfTable {
     segments: Vec<(u64, u64, u64)>,
 }
 
+/// The PT_LOAD segments of an image: (file offset, file size, virtual
+/// address), those with bytes in the file.
+fn segments(obj: &object::File) -> Vec<(u64, u64, u64)> {
+    obj.segments()
+        .filter_map(|s| {
+            let (off, size) = s.file_range();
+            (size > 0).then_some((off, size, s.address()))
+        })
+        .collect()
+}
+
+/// The PT_LOAD segments of the ELF file at `path` (see [`ElfTable::vaddr`]):
+/// what turns its file offsets into the virtual addresses its debug file
+/// knows them by.
+pub fn load_segments(path: &Path) -> Result<Vec<(u64, u64, u64)>, ElfTableError> {
+    let data = map_file(path)?;
+    let obj = object::File::parse(&*data).map_err(|source| ElfTableError::Parse {
+        path: path.into(),
+        source,
+    })?;
+    Ok(segments(&obj))
+}
+
 impl ElfTable {
     /// Reads `path` (any path that opens the file, e.g. under
     /// `/proc/PID/map_files`) and, when installed, its debug file. Files
@@ -143,13 +166,7 @@ impl ElfTable {
     pub fn parse(data: &[u8]) -> Result<Self, object::Error> {
         let obj = object::File::parse(data)?;
         let mut t = Self {
-            segments: obj
-                .segments()
-                .filter_map(|s| {
-                    let (off, size) = s.file_range();
-                    (size > 0).then_some((off, size, s.address()))
-                })
-                .collect(),
+            segments: segments(&obj),
             ..Self::default()
         };
         t.add_symbols(&obj);

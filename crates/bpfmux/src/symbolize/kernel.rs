@@ -240,7 +240,7 @@ impl KernelSymbolizer {
             return SymResult::Unmapped;
         }
         let last_of_its_module = self.syms.get(i).is_none_or(|n| n.module != s.module);
-        if last_of_its_module && addr - s.addr >= MAX_LAST_SPAN {
+        if last_of_its_module && s.len.is_none() && addr - s.addr >= MAX_LAST_SPAN {
             return SymResult::Unmapped;
         }
         SymResult::Symbol(Symbol {
@@ -252,6 +252,70 @@ impl KernelSymbolizer {
             module: s.module.as_ref().map(PathBuf::from),
             inlined: Vec::new(),
         })
+    }
+}
+
+/// A kernel symbol and the addresses it names: what a recording keeps of
+/// the symbol table ([`KernelSymbolizer::span`]) to name its frames later,
+/// on another machine ([`KernelSymbolizer::from_spans`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelSpan {
+    /// Its first address.
+    pub start: u64,
+    /// The first address past what it names.
+    pub end: u64,
+    /// Its name.
+    pub name: String,
+    /// Its module (`None`: vmlinux).
+    pub module: Option<String>,
+    /// A function or a data object.
+    pub kind: SymbolKind,
+}
+
+impl KernelSymbolizer {
+    /// The symbol that names `addr` and the range it names, as
+    /// [`KernelSymbolizer::symbolize`] decides it; `None` where it names
+    /// nothing.
+    pub fn span(&self, addr: u64) -> Option<KernelSpan> {
+        let i = self.syms.partition_point(|s| s.addr <= addr);
+        let s = &self.syms[i.checked_sub(1)?];
+        if !matches!(self.lookup(addr), SymResult::Symbol(_)) {
+            return None;
+        }
+        let mut end = self.syms.get(i).map_or(u64::MAX, |n| n.addr);
+        if let Some(len) = s.len {
+            end = end.min(s.addr.saturating_add(len));
+        } else if self.syms.get(i).is_none_or(|n| n.module != s.module) {
+            end = end.min(s.addr.saturating_add(MAX_LAST_SPAN));
+        }
+        Some(KernelSpan {
+            start: s.addr,
+            end,
+            name: s.name.clone(),
+            module: s.module.clone(),
+            kind: s.kind,
+        })
+    }
+
+    /// A symbolizer that knows only `spans` (a recording's): an address in
+    /// one is named as the symbolizer they were taken from named it, any
+    /// other is unmapped.
+    pub fn from_spans(spans: impl IntoIterator<Item = KernelSpan>) -> Self {
+        let mut syms: Vec<KSym> = spans
+            .into_iter()
+            .filter(|s| s.end > s.start)
+            .map(|s| KSym {
+                addr: s.start,
+                len: Some(s.end - s.start),
+                end_marker: false,
+                name: s.name,
+                module: s.module,
+                kind: s.kind,
+            })
+            .collect();
+        syms.sort_by_key(|s| s.addr);
+        syms.dedup_by_key(|s| s.addr);
+        Self { syms }
     }
 }
 

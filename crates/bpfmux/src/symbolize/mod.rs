@@ -10,9 +10,9 @@ mod vdso;
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-pub use kernel::{KallsymsError, KernelSymbolizer};
+pub use kernel::{KallsymsError, KernelSpan, KernelSymbolizer};
 pub use user::{UserSymbolizeError, UserSymbolizer};
 
 /// A resolved symbol.
@@ -41,7 +41,7 @@ pub struct Symbol {
 }
 
 /// What a [`Symbol`] names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SymbolKind {
     /// A function.

@@ -212,6 +212,68 @@ impl UserSymbolizer {
         out
     }
 
+    /// Symbolizes file offsets of the ELF file at `path`, a file some
+    /// process mapped as `name` (what results name as their binary): a
+    /// recording's frames, read back where that file is (see
+    /// [`crate::trace::recording`]). Debug files are looked for as for a
+    /// live process's files, below `/`.
+    pub fn symbolize_file(&mut self, path: &Path, name: &Path, offsets: &[u64]) -> Vec<SymResult> {
+        let module = Some(name.to_path_buf());
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => return no_symbols(&module, offsets, &format!("{}: {e}", path.display())),
+        };
+        let image = Image {
+            path,
+            root: Path::new("/"),
+            name,
+            key: file_key(&meta),
+        };
+        self.lookup_file(&image, &module, offsets)
+    }
+
+    /// Symbolizes virtual addresses (as the ELF file's program headers
+    /// place its code) in `debug`, a separate debug file of the binary
+    /// `name` (what results name as their binary): the frames of a file
+    /// that is not there any more, named from its debug file alone.
+    pub fn symbolize_debug_file(
+        &mut self,
+        debug: &Path,
+        name: &Path,
+        vaddrs: &[u64],
+    ) -> Vec<SymResult> {
+        let module = Some(name.to_path_buf());
+        let key = match std::fs::metadata(debug) {
+            Ok(m) => file_key(&m),
+            Err(e) => return no_symbols(&module, vaddrs, &format!("{}: {e}", debug.display())),
+        };
+        let src = Source::Elf(Elf::new(debug));
+        let syms = match self.blaze.symbolize(&src, Input::VirtOffset(vaddrs)) {
+            Ok(syms) => syms,
+            Err(e) => return no_symbols(&module, vaddrs, &format!("ELF lookup failed: {e}")),
+        };
+        let mut out = Vec::with_capacity(vaddrs.len());
+        for (s, &addr) in syms.iter().zip(vaddrs) {
+            if let Some(sym) = s.as_sym().filter(|s| usable(s)) {
+                out.push(from_blazesym(sym, &module));
+                continue;
+            }
+            let table = kept_table(&mut self.tables, key.clone(), || {
+                ElfTable::load(debug)
+                    .map_err(|e| format!("symbol tables not readable: {}", crate::error_text(&e)))
+            });
+            out.push(match table.as_deref().map(|t| t.lookup(addr)) {
+                Ok(Some(hit)) => {
+                    let dwarf = s.as_sym().filter(|b| b.code_info.is_some());
+                    from_table(hit, &module, dwarf.map(source_lines))
+                }
+                Ok(None) => no_symbol(&module, addr, "no symbol covers this address"),
+                Err(why) => no_symbol(&module, addr, why),
+            });
+        }
+        out
+    }
+
     /// This process's vDSO table and the size of its image.
     fn own_vdso(&mut self) -> Result<(Arc<ElfTable>, u64), String> {
         let me = std::process::id();
@@ -328,6 +390,16 @@ impl UserSymbolizer {
             });
         }
         out
+    }
+}
+
+/// The key of the file `meta` describes.
+fn file_key(meta: &std::fs::Metadata) -> TableKey {
+    use std::os::unix::fs::MetadataExt;
+    let dev = meta.dev();
+    TableKey::File {
+        dev: (libc::major(dev), libc::minor(dev)),
+        inode: meta.ino(),
     }
 }
 

@@ -50,7 +50,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::btf::ValueKind;
 use super::events;
@@ -480,7 +480,7 @@ impl ErrorTally {
 }
 
 /// Chains that ended in one error.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorTotals {
     /// `ENOENT`, ..., or `NULL`.
     pub error: String,
@@ -493,7 +493,7 @@ pub struct ErrorTotals {
     pub functions: Vec<FailingFunction>,
     /// Chains of functions not counted apart: the tally already counted
     /// [`MAX_TALLIED_PAIRS`] (error, function) pairs when they came.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub other_functions: u64,
 }
 
@@ -502,7 +502,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// A function whose failure started chains.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailingFunction {
     /// `name`, or `module:name`.
     pub function: String,

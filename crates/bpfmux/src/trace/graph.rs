@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use libbpf_rs::{MapCore, MapFlags};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::errors::MAX_DEPTH;
 use super::events::u64_at;
@@ -24,7 +24,7 @@ use super::program::TraceObject;
 use super::select::Func;
 
 /// One node of the call graph: a function under one chain of callers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphNode {
     /// `name`, or `module:name`.
     pub function: String,

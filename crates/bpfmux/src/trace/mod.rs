@@ -61,6 +61,7 @@ mod pattern;
 mod pointee;
 mod program;
 pub mod recorder;
+pub mod recording;
 pub mod report;
 pub mod scoping;
 mod select;
@@ -134,6 +135,9 @@ pub enum Error {
     /// attached.
     #[error("interrupted while attaching (everything attached so far was detached)")]
     Interrupted,
+    /// The recording ([`recording`]) could not be written.
+    #[error(transparent)]
+    Recording(#[from] recording::RecordingError),
     /// The [`Report`] could not be written (its writer's error, as it was).
     #[error(transparent)]
     Report(io::Error),

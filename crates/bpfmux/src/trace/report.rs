@@ -53,6 +53,13 @@ pub trait Report {
     /// A chain of traced calls that ended in an error
     /// ([`super::TraceOptions::errors`]).
     fn error_chain(&mut self, chain: &ErrorChain) -> io::Result<()>;
+    /// An error chain read back from a recording (see
+    /// [`super::recording`]), which came at `at`: as
+    /// [`Report::error_chain`], with the time it came where the form shows
+    /// one.
+    fn recorded_chain(&mut self, chain: &ErrorChain, _at: SystemTime) -> io::Result<()> {
+        self.error_chain(chain)
+    }
     /// Counters of one interval.
     fn interval(&mut self, interval: &Interval<'_>) -> io::Result<()>;
     /// Every turn of the session's loop (at least every 100 ms), after
@@ -79,6 +86,9 @@ impl<R: Report + ?Sized> Report for &mut R {
     }
     fn error_chain(&mut self, chain: &ErrorChain) -> io::Result<()> {
         (**self).error_chain(chain)
+    }
+    fn recorded_chain(&mut self, chain: &ErrorChain, at: SystemTime) -> io::Result<()> {
+        (**self).recorded_chain(chain, at)
     }
     fn interval(&mut self, interval: &Interval<'_>) -> io::Result<()> {
         (**self).interval(interval)
@@ -218,7 +228,11 @@ impl<W: Write> Report for PlainText<W> {
     }
 
     fn error_chain(&mut self, c: &ErrorChain) -> io::Result<()> {
-        for l in output::stamped_chain_lines(c, &clock()) {
+        self.recorded_chain(c, SystemTime::now())
+    }
+
+    fn recorded_chain(&mut self, c: &ErrorChain, at: SystemTime) -> io::Result<()> {
+        for l in output::stamped_chain_lines(c, &clock_at(at)) {
             writeln!(self.out, "{l}")?;
         }
         self.out.flush()
@@ -329,6 +343,10 @@ impl<W: Write> Report for LiveTable<W> {
         self.text.error_chain(c)
     }
 
+    fn recorded_chain(&mut self, c: &ErrorChain, at: SystemTime) -> io::Result<()> {
+        self.text.recorded_chain(c, at)
+    }
+
     fn interval(&mut self, iv: &Interval<'_>) -> io::Result<()> {
         let t = &mut self.text;
         // Home + clear screen, then the table.
@@ -404,6 +422,11 @@ impl Report for Tee<'_> {
         self.second.error_chain(c)
     }
 
+    fn recorded_chain(&mut self, c: &ErrorChain, at: SystemTime) -> io::Result<()> {
+        self.first.recorded_chain(c, at)?;
+        self.second.recorded_chain(c, at)
+    }
+
     fn interval(&mut self, iv: &Interval<'_>) -> io::Result<()> {
         self.first.interval(iv)?;
         self.second.interval(iv)
@@ -435,7 +458,12 @@ fn terminal_rows() -> usize {
 
 /// The local time of day, `HH:MM:SS`.
 fn clock() -> String {
-    let mut hms = local_time(SystemTime::now(), false);
+    clock_at(SystemTime::now())
+}
+
+/// The local time of day of `t`, `HH:MM:SS`.
+fn clock_at(t: SystemTime) -> String {
+    let mut hms = local_time(t, false);
     hms.truncate("HH:MM:SS".len());
     hms
 }
@@ -508,14 +536,15 @@ pub fn totals_table(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::trace::engine::ExitSide;
     use crate::trace::events::FuncStats;
     use crate::trace::notes::{Detail, Hint, Notes};
     use crate::trace::summary::{AttachBreakdown, FunctionTotals, Lost};
 
-    fn summary() -> Summary {
+    /// A run's summary: vfs_read called 4 times, with histograms.
+    pub(crate) fn summary() -> Summary {
         let s = FuncStats {
             calls: 4,
             lat_count: 4,

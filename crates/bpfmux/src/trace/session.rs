@@ -19,6 +19,7 @@ use super::errors::{ChainRecord, ErrorTally, Resolver, RetClass};
 use super::events::{self, Event, EventKind, FuncStats};
 use super::graph;
 use super::output;
+use super::recording;
 use super::report::{Interval, Report};
 use super::stacks::{self, Mechanism, Stack, UserStacks};
 use super::summary::{
@@ -74,6 +75,8 @@ pub struct Session {
     /// engine whose programs a preempted map read turns away (see
     /// [`crate::sys::sched`]).
     preemptible_reads: Option<String>,
+    /// Where the run is recorded ([`Session::record_to`]).
+    recording: Option<recording::Writer>,
 }
 
 impl Session {
@@ -95,7 +98,47 @@ impl Session {
             read_stacks: None,
             kernel,
             preemptible_reads: None,
+            recording: None,
         }
+    }
+
+    /// Records the run to `w` (see [`recording`]): its header now, error
+    /// chains as they come, stacks and the summary at
+    /// [`Session::finish_recording`].
+    pub fn record_to(&mut self, mut w: recording::Writer) -> Result<(), Error> {
+        w.header(&self.tracer)?;
+        self.recording = Some(w);
+        Ok(())
+    }
+
+    /// Ends the recording, if there is one: every stack counted, `summary`
+    /// (from [`Session::summary`]) and the caller's own summary `fields`.
+    pub fn finish_recording(
+        &mut self,
+        summary: &Summary,
+        fields: &[(String, serde_json::Value)],
+    ) -> Result<Option<recording::Written>, Error> {
+        let Some(w) = self.recording.take() else {
+            return Ok(None);
+        };
+        let t = &self.tracer;
+        let read = if t.opts.kstack || t.opts.ustack {
+            if self.read_stacks.is_none() {
+                self.read_stacks = Some(events::read_stacks(t.object())?);
+            }
+            self.read_stacks.as_ref()
+        } else {
+            None
+        };
+        let (ksyms, _) = self.kernel.get();
+        Ok(Some(w.finish(
+            t,
+            read,
+            &mut self.ustacks,
+            ksyms,
+            summary,
+            fields,
+        )?))
     }
 
     /// The attached set: engine, functions, attach times.
@@ -132,6 +175,7 @@ impl Session {
         let tally = &mut self.errors;
         let ustacks = &mut self.ustacks;
         let kernel = &mut self.kernel;
+        let recording = &mut self.recording;
         let nulls = t.opts.null_returns;
         // Map reads (stacks, chains' stacks, counts) unpreempted where a
         // preempted one would make the programs skip calls.
@@ -176,6 +220,9 @@ impl Session {
                 if let Some(chain) = resolver.resolve(&c, funcs, t.object(), ustacks, names) {
                     chains += 1;
                     tally.add(&chain);
+                    if let Some(w) = recording.as_mut() {
+                        w.chain(&c, &chain, t.object(), ustacks, names.0)?;
+                    }
                     report.error_chain(&chain).map_err(Error::Report)?;
                 }
             }

@@ -59,7 +59,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::events::{self, StackKey};
 use super::program::TraceObject;
@@ -82,7 +82,7 @@ const SCAN_SHARE: u32 = 10;
 pub(crate) const CHAIN_STACKS_KEPT: usize = 4096;
 
 /// How user stacks were normalized in a run: in the summary.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct UserStackTotals {
     /// Whether stacks were normalized as they were captured, while the run
     /// went on (`false`: only at its end, with the processes still there).
@@ -196,15 +196,37 @@ impl UserStacks {
     /// its addresses, for a stack not normalized yet (it is now: counted as
     /// read at the end).
     pub fn frames(&mut self, tgid: u32, id: u32, addrs: &[u64]) -> Vec<StackFrame> {
+        self.normalized(tgid, id, addrs);
+        let Some(frames) = self.captured.get(&(tgid, id)) else {
+            return Vec::new();
+        };
+        symbolized(&mut self.usyms, &self.cache, frames)
+    }
+
+    /// The normalized frames of user stack `id` of `tgid` (normalized now
+    /// from `addrs` if it was not: counted as read at the end).
+    pub(crate) fn normalized(&mut self, tgid: u32, id: u32, addrs: &[u64]) -> &[Frame] {
         if !self.captured.contains_key(&(tgid, id)) {
             self.at_end += 1;
             let frames = self.cache.normalize(tgid, addrs);
             self.captured.insert((tgid, id), frames);
         }
-        let Some(frames) = self.captured.get(&(tgid, id)) else {
-            return Vec::new();
-        };
-        symbolized(&mut self.usyms, &self.cache, frames)
+        self.captured.get(&(tgid, id)).map_or(&[], Vec::as_slice)
+    }
+
+    /// The normalized frames of an error chain's user stack, as
+    /// [`Self::chain_lines`] left them (`None`: not normalized).
+    pub(crate) fn chain_frames(&self, tgid: u32, id: u32) -> Option<&[Frame]> {
+        let key = (tgid, id);
+        self.captured
+            .get(&key)
+            .or_else(|| self.chain_stacks.get(&key))
+            .map(Vec::as_slice)
+    }
+
+    /// The cache the frames were normalized with (their files).
+    pub(crate) fn cache(&self) -> &CaptureCache {
+        &self.cache
     }
 
     /// [`Self::frames`] as lines: `name+0xoff`, or the address.
@@ -320,7 +342,7 @@ pub enum FrameName {
 
 impl StackFrame {
     /// From a symbolizer's answer (`None`: the address only).
-    fn new(addr: u64, r: Option<SymResult>) -> Self {
+    pub(crate) fn new(addr: u64, r: Option<SymResult>) -> Self {
         let name = match r {
             // Past the end of any real function: JIT code (BPF programs and
             // trampolines) has no kallsyms entry bpfmux reads.

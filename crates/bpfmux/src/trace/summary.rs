@@ -1,7 +1,7 @@
 //! The end of a trace run as data: totals per function, times, losses and
 //! the busiest stacks symbolized — what [`super::JsonLines`] writes last.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::engine::{EngineKind, ExitSide};
 use super::errors::ErrorTotals;
@@ -16,10 +16,10 @@ pub const TOP_STACKS: usize = 10;
 pub(crate) use super::ms;
 
 /// The end of a run: what [`super::JsonLines`] writes last, field for field.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
     /// Always `"summary"`.
-    #[serde(rename = "type")]
+    #[serde(rename = "type", skip_deserializing, default = "summary_kind")]
     pub kind: &'static str,
     /// The engine that attached the functions.
     pub engine: EngineKind,
@@ -86,8 +86,13 @@ pub struct Summary {
     pub latency: bool,
 }
 
+/// [`Summary::kind`] of a summary read back (a recording's).
+fn summary_kind() -> &'static str {
+    "summary"
+}
+
 /// A function skipped with a warning.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Skipped {
     /// `name`, or `module:name`.
     pub function: String,
@@ -96,7 +101,7 @@ pub struct Skipped {
 }
 
 /// [`super::engine::Breakdown`] in milliseconds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AttachBreakdown {
     /// Program loads (the verifier).
     pub program_loads: usize,
@@ -117,7 +122,7 @@ pub struct AttachBreakdown {
 }
 
 /// What could not be recorded.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Lost {
     /// Ring buffer full.
     pub events: u64,
@@ -144,7 +149,7 @@ impl Lost {
 }
 
 /// What a filter did over the run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FilterTotals {
     /// The filter as written (with a latency floor).
     pub expression: String,
@@ -158,7 +163,7 @@ pub struct FilterTotals {
 }
 
 /// One function's totals since attach.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FunctionTotals {
     /// `name`, or `module:name`.
     pub name: String,
@@ -173,7 +178,7 @@ pub struct FunctionTotals {
 }
 
 /// Latency over every measured call, in nanoseconds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LatencyTotals {
     /// Calls measured (entry and exit both seen).
     pub count: u64,
@@ -187,7 +192,7 @@ pub struct LatencyTotals {
 }
 
 /// A log2 latency histogram and the percentiles it bounds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct HistTotals {
     /// Upper bound of the bucket holding the median.
     pub p50: Option<u64>,
@@ -228,7 +233,7 @@ impl FunctionTotals {
 }
 
 /// A call stack and how often the function was called through it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StackSummary {
     /// `name`, or `module:name`.
     pub function: String,

@@ -35,6 +35,12 @@ pub struct ExportArgs {
     /// --args, on at most 256 functions; printed only with --args).
     #[arg(long, value_name = "FILE")]
     chrome_trace: Option<PathBuf>,
+    /// Record the run to FILE (gzipped when it ends in .gz): error chains,
+    /// stacks, the call graph, counts and histograms, with user frames as
+    /// file + offset + build ID and the kernel symbols they need; `bpfmux
+    /// report FILE` prints them later, here or on another machine.
+    #[arg(long = "record", value_name = "FILE")]
+    recording: Option<PathBuf>,
 }
 
 /// Where an output goes.
@@ -83,6 +89,8 @@ pub struct Exports {
     stdout: bool,
     /// The report prints per-call events too (--args).
     print_events: bool,
+    /// --record's file, created.
+    recording: Option<trace::recording::Writer>,
 }
 
 /// `-` or a file, created now.
@@ -141,7 +149,14 @@ impl ExportArgs {
             what: o.what,
             out: ChromeTrace::new(o.out),
         });
+        let recording = self
+            .recording
+            .as_deref()
+            .map(trace::recording::Writer::create)
+            .transpose()
+            .context("--record")?;
         Ok(Exports {
+            recording,
             source,
             folded,
             flamegraph,
@@ -157,6 +172,11 @@ impl Exports {
     /// No output (`bpfmux inject`).
     pub fn none() -> Self {
         Self::default()
+    }
+
+    /// `--record`'s writer, for the session.
+    pub fn take_recording(&mut self) -> Option<trace::recording::Writer> {
+        self.recording.take()
     }
 
     /// An output writes to standard output: the report must not.
@@ -377,6 +397,7 @@ mod tests {
             flamegraph: cfg!(feature = "flamegraph").then(|| d.join("s.svg")),
             pprof: Some(d.join("s.pb.gz")),
             chrome_trace: Some(d.join("t.json")),
+            recording: None,
         };
         let mut e = a.open(true, false, false).unwrap();
         let func = Func {

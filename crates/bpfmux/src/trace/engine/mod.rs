@@ -41,7 +41,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::btf::module_btf_fd;
 use super::pattern::Scope;
@@ -50,7 +50,7 @@ use super::select::{Func, KernelRefusal};
 use crate::features::{self, Feature, KernelBtf, Status};
 
 /// The mechanism that attaches the trace program (`--engine`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EngineKind {
     /// The series' global trampoline: a tracing_multi link with `BPF_F_TRACING_MULTI_GLOBAL`.
@@ -181,7 +181,7 @@ impl EngineKind {
 
 /// How an engine sees a function's exit (latencies and return values need
 /// it). Chosen with the engine, by probing the kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExitSide {
     /// Not needed: entry programs only.
