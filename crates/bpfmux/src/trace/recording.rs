@@ -16,6 +16,18 @@
 //! directory); kernel frames from the recorded symbols. The result is the
 //! [`Summary`] and [`ErrorChain`]s a live run gives its [`super::Report`].
 //!
+//! # Kernel frames are recorded as the run printed them
+//!
+//! A live run drops the tracer's own frames from kernel stacks and starts
+//! them at the traced function ([`super::stacks`], "Kernel stacks start at
+//! the traced function"), by the address ranges of that code in kallsyms
+//! while it was attached: ranges that exist only on the recording machine,
+//! during the run. So the writer records a stack's kernel frames as the
+//! live run prints them — the addresses kept, the traced function's own
+//! address (`name+0x0`) first — and the symbols of those addresses only; a
+//! report names them as they are and drops nothing: it prints what the
+//! live run printed.
+//!
 //! # Format, version 1
 //!
 //! JSON lines (UTF-8, one object per line), gzip-compressed when the file
@@ -27,8 +39,8 @@
 //! | `header` | first line, always | `format` (`"bpfmux-recording"`), `version` (1), `bpfmux` (its version), `created_unix_s`, `host` (`hostname`, `machine`, `kernel_release`, `kernel_build_id`), `engine`, `exit_side`, `options` (`latency`, `stacks`, `errors`, `graph`, `capture`, `null_returns`, `filter`, `patterns`, `excludes`), `functions` (the traced set, `module:name` for modules) |
 //! | `object` | before the first frame in it | `id`, `path` (as the process mapped it), `build_id` (hex, absent when the file has none), `segments` (`[file offset, file size, virtual address]` of each PT_LOAD) |
 //! | `ksym` | before the first frame in it | `start`, `end` (hex), `name`, `module` (absent: vmlinux), `kind` (`function`, `data`) |
-//! | `chain` | each error chain, as it came | as `--errors --json` prints a chain, with `wall_unix_ns`, `kernel` (addresses) and `user` (frames) in place of the symbolized stacks, and `ret` / `ret_unsigned` per call |
-//! | `stack` | each stack counted, at the end, busiest first | `function`, `pid`, `count`, `kernel`, `user` |
+//! | `chain` | each error chain, as it came | as `--errors --json` prints a chain, with `wall_unix_ns`, `kernel` (the addresses printed, see above) and `user` (frames) in place of the symbolized stacks, and `ret` / `ret_unsigned` per call |
+//! | `stack` | each stack counted, at the end, busiest first | `function`, `pid`, `count`, `kernel` (as in `chain`), `user` |
 //! | `summary` | at the end | `summary` (the `--json` summary, without `stacks`), `latency`, `fields` (the caller's own: `command_exit`, ...) |
 //! | `end` | last line | `lines` (lines before it) |
 //!
@@ -364,7 +376,8 @@ pub struct RecordedChain {
     /// Calls nested too deep to keep.
     #[serde(default)]
     pub overflow: u32,
-    /// Kernel frames at the failing return.
+    /// Kernel frames at the failing return, as the run printed them (see
+    /// the module docs).
     #[serde(with = "hex_list")]
     pub kernel: Vec<u64>,
     /// User frames at the failing return.
@@ -381,7 +394,8 @@ pub struct RecordedStack {
     pub pid: u32,
     /// Calls through it.
     pub count: u64,
-    /// Kernel frames, innermost first.
+    /// Kernel frames, innermost first, as the run printed them (see the
+    /// module docs).
     #[serde(with = "hex_list")]
     pub kernel: Vec<u64>,
     /// User frames, innermost first.
@@ -646,29 +660,34 @@ impl Writer {
     }
 
     /// An error chain, as it was reported (`chain`) from its record
-    /// (`raw`): its kernel stack read again from the programs' map, its
-    /// user stack as `ustacks` normalized it for the report.
+    /// (`raw`): its kernel stack read again from the programs' map and
+    /// left as the report printed it (with the session's symbol table and
+    /// [`Mechanism`]: see the module docs), its user stack as `ustacks`
+    /// normalized it for the report.
     pub(crate) fn chain(
         &mut self,
         raw: &ChainRecord,
         chain: &ErrorChain,
         obj: &TraceObject,
         ustacks: &UserStacks,
-        ksyms: Option<&KernelSymbolizer>,
+        kernel: (Option<&KernelSymbolizer>, &Mechanism),
     ) -> Result<(), RecordingError> {
-        let kernel = raw
+        let addrs = raw
             .kstack
             .and_then(|id| events::stack_addrs(obj, id).ok())
             .unwrap_or_default();
+        let failing = raw.frames.get(raw.failed).map(|f| f.func);
+        let printed = printed_kernel(kernel, failing, &addrs);
         let user = raw
             .ustack
             .and_then(|id| ustacks.chain_frames(raw.tgid, id))
             .unwrap_or_default();
-        self.write_chain(chain, &kernel, user, ustacks.cache(), ksyms)
+        self.write_chain(chain, &printed, user, ustacks.cache(), kernel.0)
     }
 
     /// Writes an error chain as it was reported (`chain`), with its kernel
-    /// frames (`kernel`, named with `ksyms`) and its user frames as `cache`
+    /// frames (`kernel`: the addresses as the report printed them, named
+    /// with `ksyms`; see the module docs) and its user frames as `cache`
     /// normalized them.
     pub fn write_chain(
         &mut self,
@@ -721,14 +740,16 @@ impl Writer {
         self.flush()
     }
 
-    /// The end: every stack counted (`read`, busiest first), the summary
-    /// and the caller's `fields`, the `end` line.
+    /// The end: every stack counted (`read`, busiest first; kernel frames
+    /// left as the summary prints them, with the session's symbol table
+    /// and [`Mechanism`]), the summary and the caller's `fields`, the `end`
+    /// line.
     pub(crate) fn finish(
         mut self,
         t: &Tracer,
         read: Option<&Stacks>,
         ustacks: &mut UserStacks,
-        ksyms: Option<&KernelSymbolizer>,
+        (ksyms, mech): (Option<&KernelSymbolizer>, &Mechanism),
         summary: &Summary,
         fields: &[(String, Value)],
     ) -> Result<Written, RecordingError> {
@@ -736,7 +757,8 @@ impl Writer {
             ustacks.new_round();
             for (k, count) in &read.counts {
                 let addrs = |id: Option<u32>| id.and_then(|i| read.addrs.get(&i));
-                let kernel = addrs(k.kstack).map_or(&[][..], Vec::as_slice);
+                let raw = addrs(k.kstack).map_or(&[][..], Vec::as_slice);
+                let kernel = printed_kernel((ksyms, mech), Some(k.func), raw);
                 let user = match (k.ustack, addrs(k.ustack)) {
                     (Some(id), Some(a)) if !a.is_empty() => {
                         ustacks.normalized(k.tgid, id, a).to_vec()
@@ -749,14 +771,15 @@ impl Writer {
                     .get(k.func)
                     .map_or_else(|| format!("#{}", k.func), |f| f.display_name());
                 let stack = (function.as_str(), k.tgid, *count);
-                self.write_stack(stack, kernel, &user, ustacks.cache(), ksyms)?;
+                self.write_stack(stack, &kernel, &user, ustacks.cache(), ksyms)?;
             }
         }
         self.write_end(summary, fields)
     }
 
-    /// Writes a stack: `(function, pid, count)`, its kernel frames (named
-    /// with `ksyms`) and its user frames as `cache` normalized them.
+    /// Writes a stack: `(function, pid, count)`, its kernel frames (the
+    /// addresses as the run printed them, named with `ksyms`; see the
+    /// module docs) and its user frames as `cache` normalized them.
     pub fn write_stack(
         &mut self,
         (function, pid, count): (&str, u32, u64),
@@ -803,6 +826,20 @@ impl Writer {
         r.map_err(|e| self.io(e))?;
         Ok(self.written)
     }
+}
+
+/// The addresses of the kernel frames a live run prints for the stack
+/// `addrs` of a call of the selection's function `func` (see
+/// [`kernel_frames`]): what a recording keeps of it.
+pub(crate) fn printed_kernel(
+    (ksyms, mech): (Option<&KernelSymbolizer>, &Mechanism),
+    func: Option<usize>,
+    addrs: &[u64],
+) -> Vec<u64> {
+    kernel_frames(ksyms, mech, func, addrs)
+        .iter()
+        .map(|f| f.addr)
+        .collect()
 }
 
 /// A recording read back.
@@ -940,6 +977,7 @@ impl Replay {
 
     /// Names the frames where the recording is read, from `sources`.
     pub fn resolve(&self, sources: &SymbolSources) -> Resolved {
+        // Recorded as printed: named, nothing dropped (no mechanism).
         let mech = Mechanism::default();
         let ksyms = KernelSymbolizer::from_spans(self.spans.iter().map(|s| KernelSpan {
             start: s.start,

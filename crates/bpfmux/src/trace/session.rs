@@ -130,12 +130,12 @@ impl Session {
         } else {
             None
         };
-        let (ksyms, _) = self.kernel.get();
+        let (ksyms, mech) = self.kernel.get();
         Ok(Some(w.finish(
             t,
             read,
             &mut self.ustacks,
-            ksyms,
+            (ksyms, mech),
             summary,
             fields,
         )?))
@@ -221,7 +221,7 @@ impl Session {
                     chains += 1;
                     tally.add(&chain);
                     if let Some(w) = recording.as_mut() {
-                        w.chain(&c, &chain, t.object(), ustacks, names.0)?;
+                        w.chain(&c, &chain, t.object(), ustacks, names)?;
                     }
                     report.error_chain(&chain).map_err(Error::Report)?;
                 }

@@ -604,7 +604,7 @@ pub(crate) fn kernel_lines(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -619,7 +619,7 @@ mod tests {
     /// A kernel of the functions the stacks below go through; the global
     /// trampoline's thunks and the programs and trampolines are JIT code
     /// (module `bpf`).
-    const KALLSYMS: &str = "\
+    pub(crate) const KALLSYMS: &str = "\
 ffffffff81000000 T entry_SYSCALL_64_after_hwframe
 ffffffff81001000 T do_syscall_64
 ffffffff81002000 T __x64_sys_openat
@@ -654,7 +654,7 @@ ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
         "not_in_kallsyms",
     ];
 
-    fn kernel() -> (KernelSymbolizer, Mechanism) {
+    pub(crate) fn kernel() -> (KernelSymbolizer, Mechanism) {
         let k = KernelSymbolizer::parse(KALLSYMS).unwrap();
         let funcs: Vec<Func> = TRACED
             .iter()
@@ -665,7 +665,7 @@ ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
     }
 
     /// `name+0xoff` frames (as a run printed them) back to addresses.
-    fn addrs(frames: &[&str]) -> Vec<u64> {
+    pub(crate) fn addrs(frames: &[&str]) -> Vec<u64> {
         frames
             .iter()
             .map(|f| {
@@ -687,16 +687,48 @@ ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
     }
 
     const OPENAT: usize = 0;
-    const PATH_OPENAT: usize = 2;
+    pub(crate) const PATH_OPENAT: usize = 2;
     const GETPGID: usize = 3;
 
     /// path_openat's failing return under __x64_sys_openat and
     /// do_sys_openat2, all three traced: what every engine prints.
-    const PATH_OPENAT_STACK: &[&str] = &[
+    pub(crate) const PATH_OPENAT_STACK: &[&str] = &[
         "path_openat+0x0",
         "do_file_open+0xe4",
         "do_sys_openat2+0x7e",
         "__x64_sys_openat+0x6d",
+        "do_syscall_64+0xdd",
+        "entry_SYSCALL_64_after_hwframe+0x77",
+    ];
+
+    /// path_openat's failing return under the global trampoline, raw
+    /// (see `global_engine_at_a_return`).
+    pub(crate) const GLOBAL_AT_A_RETURN: &[&str] = &[
+        "bpf_prog_1d3b15428cb4bc2b_trace_multi_ses+0xbad",
+        "bpf_global_caller_exit+0xd4",
+        "bpf_global_caller_3+0x130",
+        "path_openat+0x5",
+        "do_file_open+0xe4",
+        "do_sys_openat2+0x7e",
+        "bpf_global_caller_3+0x115",
+        "do_sys_openat2+0x5",
+        "__x64_sys_openat+0x6d",
+        "bpf_global_caller_1+0xdd",
+        "__x64_sys_openat+0x9",
+        "do_syscall_64+0xdd",
+        "entry_SYSCALL_64_after_hwframe+0x77",
+    ];
+
+    /// The same under per-function trampolines, raw (see
+    /// `per_function_trampolines_at_a_return`).
+    pub(crate) const TRAMPOLINES_AT_A_RETURN: &[&str] = &[
+        "bpf_prog_1d3b15428cb4bc2b_trace_multi_ses+0xbad",
+        "bpf_trampoline_6442537309+0xfa",
+        "do_file_open+0xe4",
+        "do_sys_openat2+0x7e",
+        "bpf_trampoline_6442518997+0xa3",
+        "__x64_sys_openat+0x6d",
+        "bpf_trampoline_6442504741+0x93",
         "do_syscall_64+0xdd",
         "entry_SYSCALL_64_after_hwframe+0x77",
     ];
@@ -712,22 +744,7 @@ ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
     /// caller twice, its body's frame and its entry's under the caller.
     #[test]
     fn global_engine_at_a_return() {
-        let raw = [
-            "bpf_prog_1d3b15428cb4bc2b_trace_multi_ses+0xbad",
-            "bpf_global_caller_exit+0xd4",
-            "bpf_global_caller_3+0x130",
-            "path_openat+0x5",
-            "do_file_open+0xe4",
-            "do_sys_openat2+0x7e",
-            "bpf_global_caller_3+0x115",
-            "do_sys_openat2+0x5",
-            "__x64_sys_openat+0x6d",
-            "bpf_global_caller_1+0xdd",
-            "__x64_sys_openat+0x9",
-            "do_syscall_64+0xdd",
-            "entry_SYSCALL_64_after_hwframe+0x77",
-        ];
-        assert_eq!(cleaned(PATH_OPENAT, &raw), PATH_OPENAT_STACK);
+        assert_eq!(cleaned(PATH_OPENAT, GLOBAL_AT_A_RETURN), PATH_OPENAT_STACK);
     }
 
     /// The global trampoline at an entry (`--stacks`): the thunk and the
@@ -752,18 +769,10 @@ ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
     /// trampoline between it and its caller.
     #[test]
     fn per_function_trampolines_at_a_return() {
-        let raw = [
-            "bpf_prog_1d3b15428cb4bc2b_trace_multi_ses+0xbad",
-            "bpf_trampoline_6442537309+0xfa",
-            "do_file_open+0xe4",
-            "do_sys_openat2+0x7e",
-            "bpf_trampoline_6442518997+0xa3",
-            "__x64_sys_openat+0x6d",
-            "bpf_trampoline_6442504741+0x93",
-            "do_syscall_64+0xdd",
-            "entry_SYSCALL_64_after_hwframe+0x77",
-        ];
-        assert_eq!(cleaned(PATH_OPENAT, &raw), PATH_OPENAT_STACK);
+        assert_eq!(
+            cleaned(PATH_OPENAT, TRAMPOLINES_AT_A_RETURN),
+            PATH_OPENAT_STACK
+        );
     }
 
     /// The same where the unwinder also gives each trampoline's return

@@ -283,3 +283,49 @@ fn unknown_fields_and_lines_are_ignored() {
     assert_eq!(got.chains[0].0.user_stack, m.live_user);
     let _ = std::fs::remove_file(&m.path);
 }
+
+/// A stack the programs took with the tracer's own frames in it (the
+/// global trampoline's callers and a traced caller's entry twice; a
+/// per-function trampoline and its program) is recorded as the live run
+/// printed it, and reported so: nothing of the mechanism, path_openat+0x0
+/// first, though the report has no [`Mechanism`] to trim with.
+#[test]
+fn kernel_stacks_are_recorded_trimmed_as_printed() {
+    use crate::trace::stacks::tests::{addrs, kernel, PATH_OPENAT, PATH_OPENAT_STACK};
+    use crate::trace::stacks::tests::{GLOBAL_AT_A_RETURN, TRAMPOLINES_AT_A_RETURN};
+    let (ksyms, mech) = kernel();
+    let at_return = addrs(GLOBAL_AT_A_RETURN);
+    let trampolines = addrs(TRAMPOLINES_AT_A_RETURN);
+    let kernel = (Some(&ksyms), &mech);
+    // What the live run prints: the chain's stack, the summary's.
+    let live = |raw: &[u64]| lines(&kernel_frames(Some(&ksyms), &mech, Some(PATH_OPENAT), raw));
+    assert_eq!(live(&at_return), PATH_OPENAT_STACK);
+    assert_eq!(live(&trampolines), PATH_OPENAT_STACK);
+
+    let path = scratch("trimmed.jsonl");
+    let cache = CaptureCache::default();
+    let mut w = Writer::create(&path).unwrap();
+    w.write_header(&header()).unwrap();
+    let printed = printed_kernel(kernel, Some(PATH_OPENAT), &at_return);
+    w.write_chain(&chain(), &printed, &[], &cache, kernel.0)
+        .unwrap();
+    let printed = printed_kernel(kernel, Some(PATH_OPENAT), &trampolines);
+    let stack = ("path_openat", 42, 3);
+    w.write_stack(stack, &printed, &[], &cache, kernel.0)
+        .unwrap();
+    w.write_end(&summary(), &[]).unwrap();
+    // Nothing of the mechanism in the file, not even its symbols.
+    let text = std::fs::read_to_string(&path).unwrap();
+    for mechanism in ["bpf_prog_", "bpf_global_", "bpf_trampoline_"] {
+        assert!(!text.contains(mechanism), "{mechanism} in {text}");
+    }
+
+    let got = Replay::open(&path)
+        .unwrap()
+        .resolve(&SymbolSources::default());
+    assert_eq!(got.chains[0].0.kernel_stack, live(&at_return));
+    assert_eq!(lines(&got.stacks[0].kernel), live(&trampolines));
+    let busiest = got.summary.stacks.as_ref().expect("stacks were counted");
+    assert_eq!(busiest[0].frames, live(&trampolines));
+    let _ = std::fs::remove_file(&path);
+}
