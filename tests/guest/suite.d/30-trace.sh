@@ -42,6 +42,7 @@ if on ours; then
 	for e in global tracing-multi kprobe-multi fentry-each; do
 		run "trace-kernel-stacks-$e" tc kernel-stacks "$e"
 	done
+	run trace-recording-global tc recording global
 	run trace-exports-global tc exports global
 	run trace-nulls-global tc nulls global
 	run trace-graph-global tc graph global
@@ -142,6 +143,8 @@ run trace-errors-fentry-each tc errors fentry-each
 # normalized while it ran (-c and --pid), and only addresses with --stacks-at-end.
 run trace-exited-stacks-kprobe-multi tc exited-stacks kprobe-multi
 run trace-exited-stacks-fentry-each tc exited-stacks fentry-each
+# --record FILE, then bpfmux report FILE in a fresh directory: what the live run printed.
+run trace-recording-kprobe-multi tc recording kprobe-multi
 # --folded, --flamegraph, --pprof of --stacks and --graph, --chrome-trace of every call.
 run trace-exports-kprobe-multi tc exports kprobe-multi
 run trace-exports-fentry-each tc exports fentry-each

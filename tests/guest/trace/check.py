@@ -88,6 +88,14 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              __x64_sys_openat > do_syscall_64 > entry_SYSCALL_64_after_hwframe,
                              each function once, and tracing path_openat alone gives the same
                              functions (traced callers leave no trace in the stack)
+  recording ENGINE           --record FILE, then bpfmux report FILE in a fresh directory: the
+                             trigger's 3 failing opens (--errors --stacks, gzipped) report the
+                             same 3 chains (calls, returns, kernel and user stacks) and the same
+                             summary (counts, error totals, stacks, user stack totals,
+                             command_exit) as the live --json run, the trigger's user frames
+                             named; exited-stack's run (--stacks) reports its two user stacks
+                             named exited_b, exited_a (exited_c), main with counts 3 and 1, the
+                             same as live; half of a recording is refused as truncated
   exports ENGINE             outputs for other tools. --stacks of exited-stack with --folded,
                              --flamegraph and --pprof: every folded line ends in the traced
                              getpgid, the counts add up to the summary's calls, those through
@@ -182,6 +190,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -754,6 +763,101 @@ def t_kernel_stacks(bpfmux, trigger, engine):
     check(len(seen) == 1,
           f"the same functions in every chain's stack, callers traced or not "
           f"({ {k: len(v) for k, v in seen.items()} })")
+
+
+def report_recording(bpfmux, path, how):
+    """bpfmux report --json PATH, run in a fresh directory holding only a copy of the file:
+    (objects, summary, the text form's stdout), Nones if it fails."""
+    fresh = tempfile.mkdtemp(prefix="bpfmux-report-")
+    try:
+        shutil.copy(path, fresh)
+        name = os.path.basename(path)
+        outs = []
+        for extra in (["--json"], []):
+            p = subprocess.run([bpfmux, "report", *extra, name], cwd=fresh, capture_output=True,
+                               text=True, timeout=600)
+            for line in p.stderr.splitlines():
+                print(f"  report stderr: {line}")
+            check(p.returncode == 0, f"{how}: bpfmux report {' '.join(extra)} exits 0 "
+                  f"(got {p.returncode})")
+            outs.append(p.stdout if p.returncode == 0 else None)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    if outs[0] is None:
+        return None, None, None
+    try:
+        objs, s = parse(outs[0])
+    except json.JSONDecodeError as e:
+        check(False, f"{how}: the report's --json is JSON lines ({e})")
+        return None, None, None
+    return objs, s, outs[1]
+
+
+def same_as_live(live, replayed, what):
+    """A check that a report printed what the live run printed, naming the first difference."""
+    if live == replayed:
+        check(True, f"{what}: the same in the report")
+        return
+    diff = next((k for k in sorted(set(live) | set(replayed)) if live.get(k) != replayed.get(k)),
+                None) if isinstance(live, dict) and isinstance(replayed, dict) else None
+    extra = f" (first: {diff}: {live.get(diff)} vs {replayed.get(diff)})" if diff else ""
+    check(False, f"{what}: differs in the report{extra}\n    live: {live}\n  report: {replayed}")
+
+
+def t_recording(bpfmux, trigger, engine):
+    """--record FILE, then bpfmux report FILE in a fresh directory: the same chains, counts and
+    symbolized stacks as the live run printed, for processes that exited before the report."""
+    work = tempfile.mkdtemp(prefix="bpfmux-recording-")
+    try:
+        # The trigger's failing opens: error chains and stacks, recorded gzipped.
+        path = os.path.join(work, "openat.jsonl.gz")
+        objs, s = traced(bpfmux, trigger, engine, ["--errors", "--stacks", "--record", path],
+                         OPENAT_CHAIN, f"openat-missing {OPENAT_MISSING}")
+        if not s:
+            return
+        check(re.search(r"--record .*: 3 error chains, \d+ stacks", last_stderr) is not None,
+              "bpfmux trace says what it recorded")
+        with open(path, "rb") as f:
+            check(f.read(2) == b"\x1f\x8b", "a .gz recording is gzipped")
+        live_chains = [o for o in objs if o.get("type") == "error"]
+        check(len(live_chains) == OPENAT_MISSING,
+              f"live: {len(live_chains)} chains (want {OPENAT_MISSING})")
+        robjs, rs, text = report_recording(bpfmux, path, "openat")
+        if rs is None:
+            return
+        chains = [o for o in robjs if o.get("type") == "error"]
+        same_as_live(live_chains, chains, "the error chains (calls, returns, kernel and user stacks)")
+        same_as_live(s, rs, "the summary (counts, errors, stacks, user stack totals, command_exit)")
+        ustacks = [st["frames"][st["frames"].index("--") + 1:] for st in rs.get("stacks") or []
+                   if "--" in st.get("frames", [])]
+        check(any(any(not f.startswith("0x") for f in u) for u in ustacks),
+              f"the report names user frames of the exited trigger ({ustacks[:2]})")
+        heads = re.findall(r"\] ENOENT in path_openat, 3 calls$", text or "", re.M)
+        check(len(heads) == OPENAT_MISSING and "busiest stacks:" in (text or ""),
+              f"text: {len(heads)} chain head lines (want {OPENAT_MISSING}) and the stacks")
+        # exited-stack: named user stacks of a process gone long before the report.
+        prog = os.path.join(os.path.dirname(trigger), "exited-stack")
+        path = os.path.join(work, "exited.jsonl")
+        _, s = traced(bpfmux, prog, engine, ["--stacks", "--record", path], [GETPGID_FUNC],
+                      f"{EXITED_CALLS} {EXITED_LINGER_MS}")
+        if not s:
+            return
+        _, rs, _ = report_recording(bpfmux, path, "exited-stack")
+        if rs is None:
+            return
+        check_exited_names(rs, "report of the exited process's recording")
+        same(s.get("stacks"), rs.get("stacks"), "exited-stack's stacks")
+        same_as_live(s, rs, "exited-stack's summary")
+        # A recording cut short is refused, saying so.
+        cut = os.path.join(work, "cut.jsonl")
+        with open(path, "rb") as f, open(cut, "wb") as g:
+            data = f.read()
+            g.write(data[:len(data) // 2])
+        p = subprocess.run([bpfmux, "report", cut], capture_output=True, text=True)
+        check(p.returncode == 1 and "truncated after" in p.stderr,
+              f"a cut recording: exit {p.returncode}, {p.stderr.strip()}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 GRAPH_FUNCS = ["__x64_sys_rt_sigaction", "do_sigaction", "__x64_sys_getpgid"]
@@ -2320,7 +2424,7 @@ def main():
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
      "fds": t_fds, "star-sigint": t_star_sigint, "star-self": t_star_self, "filter": t_filter,
      "filter-strings": t_filter_strings, "args-types": t_args_types,
-     "record": t_record, "scope-cgroup": t_scope_cgroup,
+     "record": t_record, "recording": t_recording, "scope-cgroup": t_scope_cgroup,
      "scope-pidns": t_scope_pidns}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 
