@@ -149,6 +149,9 @@ impl ExportArgs {
             what: o.what,
             out: ChromeTrace::new(o.out),
         });
+        if self.recording.as_deref() == Some(Path::new("-")) {
+            bail!("--record writes a file that bpfmux report reads: give it a path, not '-'");
+        }
         let recording = self
             .recording
             .as_deref()
@@ -346,6 +349,15 @@ mod tests {
         let e = args(None, t.to_str()).open(false, false, true).unwrap();
         assert_eq!(e.events_option(), "--args");
         let _ = std::fs::remove_file(&t);
+    }
+
+    #[test]
+    fn a_recording_goes_to_a_file() {
+        let a = ExportArgs {
+            recording: Some(PathBuf::from("-")),
+            ..Default::default()
+        };
+        assert!(error(a.open(false, false, false)).contains("give it a path, not '-'"));
     }
 
     #[test]
