@@ -8,8 +8,7 @@
 # that sleeps past the run (trace-sleeper-*), --stacks naming the user frames of a process
 # that exited before the run's end (trace-exited-stacks-*), kernel stacks (--stacks,
 # --errors) that start at the traced function with no frame of the mechanism, the same on
-# every engine (trace-kernel-stacks-*), kprobe.multi keeping every call while bpfmux reads
-# its maps (trace-map-reads-*), the outputs other tools load
+# every engine (trace-kernel-stacks-*), the outputs other tools load
 # (folded stacks, flame graph, pprof, Chrome trace: trace-exports-*),
 # bpfmux inject failing exactly --times calls and refusing functions not on the list,
 # --filter/--min-latency deciding in the kernel which calls count (trace-filter-*),
@@ -35,19 +34,22 @@ if on ours; then
 	run trace-refused-global tc refused global
 	run trace-sigterm-global tc sigterm global 'vfs_*'
 	run trace-errors-global tc errors global
-	# kprobe.multi: map reads while the command runs turn no call away.
-	run trace-map-reads-kprobe-multi tc map-reads kprobe-multi
 	run trace-record-global tc record global
 	run trace-exited-stacks-global tc exited-stacks global
 	for e in global tracing-multi kprobe-multi fentry-each; do
 		run "trace-kernel-stacks-$e" tc kernel-stacks "$e"
 	done
+	# --record FILE, then bpfmux report FILE in a fresh directory: what the live run
+	# printed (the recorder is the same code on every kernel).
 	run trace-recording-global tc recording global
+	run trace-recording-kprobe-multi tc recording kprobe-multi
 	run trace-exports-global tc exports global
 	run trace-nulls-global tc nulls global
 	run trace-graph-global tc graph global
 	run trace-filter-global tc filter global
-	for e in global tracing-multi kprobe-multi fentry-each; do
+	# fentry-each reads arguments as tracing-multi does (a per-function trampoline's
+	# context); it has these checks on both stock kernels.
+	for e in global tracing-multi kprobe-multi; do
 		run "trace-args-types-$e" tc args-types "$e" kmod
 		run "trace-filter-strings-$e" tc filter-strings "$e" kmod
 	done
@@ -143,8 +145,6 @@ run trace-errors-fentry-each tc errors fentry-each
 # normalized while it ran (-c and --pid), and only addresses with --stacks-at-end.
 run trace-exited-stacks-kprobe-multi tc exited-stacks kprobe-multi
 run trace-exited-stacks-fentry-each tc exited-stacks fentry-each
-# --record FILE, then bpfmux report FILE in a fresh directory: what the live run printed.
-run trace-recording-kprobe-multi tc recording kprobe-multi
 # --folded, --flamegraph, --pprof of --stacks and --graph, --chrome-trace of every call.
 run trace-exports-kprobe-multi tc exports kprobe-multi
 run trace-exports-fentry-each tc exports fentry-each

@@ -1101,8 +1101,8 @@ def t_map_reads(bpfmux, trigger, engine):
     """kprobe programs are turned away while a map read of bpfmux's is preempted on their
     CPU (the read holds the CPU-wide bpf_prog_active; sys/sched.rs): short -c runs with
     --errors --stacks, whose session reads the stack maps while the command runs, must
-    keep every call. A guard against the loss coming back, not a proof that it is gone:
-    before bpfmux read maps unpreempted, runs of a shell script booted as the guest's
+    keep every call. Not in `make test`, as it did not fail before the fix: before bpfmux
+    read maps unpreempted, runs of a shell script booted as the guest's
     command lost calls in 5 of 44 (0 of 56 after), but 76 runs of the old binary from
     this script (as here, and with pauses between runs) lost none
     (bench/results/raw/map-reads-2026-11-28)."""
