@@ -2244,10 +2244,18 @@ def t_star_record(bpfmux, trigger, engine):
             return []
 
     if announced:
-        p = subprocess.run([trigger, "close-bad", "3"], capture_output=True, text=True)
-        check(p.returncode == 0, f"trigger close-bad 3 exits 0 (got {p.returncode}: {p.stderr})")
-        got = r.wait_for(lambda: any(d.get("trigger") == "error" for d in dumps()), timeout=30)
-        check(got, "a dump after EBADF within 30 s")
+        # On '*' the recursion guard turns away a share of all calls (the run's summary
+        # counts them), sometimes all of a round's: up to 8 rounds of 3 failing closes.
+        # A CI run lost all 3 calls of its one round (2026-11-28).
+        for rounds in range(1, 9):
+            p = subprocess.run([trigger, "close-bad", "3"], capture_output=True, text=True)
+            check(p.returncode == 0,
+                  f"trigger close-bad 3 exits 0 (got {p.returncode}: {p.stderr})")
+            got = r.wait_for(lambda: any(d.get("trigger") == "error" for d in dumps()),
+                             timeout=10 if rounds < 8 else 30)
+            if got:
+                break
+        check(got, f"a dump after EBADF, after {rounds} round(s) of close-bad 3")
         r.p.send_signal(signal.SIGUSR1)
         got = r.wait_for(lambda: any(d.get("trigger") == "request" for d in dumps()), timeout=30)
         check(got, "a dump within 30 s of SIGUSR1")
@@ -2284,8 +2292,8 @@ def t_star_record(bpfmux, trigger, engine):
     # The chain that made a dump is in it (the newest of its group); a later dump may
     # hold it no more: on '*' other NULL chains of the kernel push it out of the last 3.
     after = [d for d in ds if d.get("trigger") == "error"]
-    check(bool(after) and trigger_close(after[0]),
-          "the first dump after EBADF holds the trigger's chain through __x64_sys_close -EBADF")
+    check(any(trigger_close(d) for d in after),
+          "a dump after EBADF holds the trigger's chain through __x64_sys_close -EBADF")
     try:
         _, s = parse(r.out)
     except json.JSONDecodeError as e:
