@@ -5,8 +5,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context as _;
-use bpfmux::trace::recording::{Found, Replay, SymbolSources};
+use bpfmux::trace::recording::{Found, RecordingError, Replay, SymbolSources};
 use bpfmux::trace::{JsonLines, PlainText, Report};
 
 use super::trace::notes_to;
@@ -54,7 +53,12 @@ pub struct Args {
 const WHO: &str = "bpfmux report";
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let replay = Replay::open(&args.file).with_context(|| args.file.display().to_string())?;
+    // An I/O error names the file already; the others say what is wrong
+    // with its content.
+    let replay = Replay::open(&args.file).map_err(|e| match e {
+        RecordingError::Io { .. } => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(args.file.display().to_string()),
+    })?;
     let h = &replay.header;
     let when = h.created_local();
     let here = bpfmux::trace::recording::Host::this();

@@ -84,8 +84,9 @@ pub const VERSION: u32 = 1;
 /// Why a recording could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
-    /// The file could not be created, written or read.
-    #[error("{path}: {source}")]
+    /// The file could not be created, written or read (what the system
+    /// said is the error's source, not repeated in its message).
+    #[error("{}", path.display())]
     Io {
         /// The recording.
         path: PathBuf,
@@ -106,7 +107,7 @@ pub enum RecordingError {
         found: u64,
     },
     /// A line is not what its type says.
-    #[error("line {line}: {source}")]
+    #[error("line {line}")]
     Line {
         /// 1-based.
         line: usize,
