@@ -3,10 +3,24 @@
 # suite.d/90-bench-quick.sh checks), then boot each kernel and run suite.sh in it.
 # A guest that cannot start is a failure, never a skip.
 # usage: tests/guest/run.sh [KERNEL...]   (default: ours stock-7.3 stock-6.12)
+#
+# Each kernel's parts are cut into a few boots ("jobs"), and the jobs of all kernels run
+# LANES at a time, longest first: every guest runs under single-threaded TCG (or has one
+# vCPU), so it keeps one host core busy and LANES defaults to the number of cores
+# (BPFMUX_GUEST_LANES=1 runs them one after the other). A job's output is printed whole
+# when it ends, one job at a time; a line says when each one starts.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 [ $# -gt 0 ] || set -- ours stock-7.3 stock-6.12
+for k in "$@"; do
+	case $k in
+	ours | stock-7.3 | stock-6.12) ;;
+	*) echo "usage: tests/guest/run.sh [ours|stock-7.3|stock-6.12]..."; exit 2 ;;
+	esac
+done
+lanes=${BPFMUX_GUEST_LANES:-$(nproc)}
+[[ $lanes =~ ^[1-9][0-9]*$ ]] || { echo "guest tests: BPFMUX_GUEST_LANES must be a positive number"; exit 2; }
 
 if ! make -s -C "$here" || ! make -s -C "$repo/bench" || ! (cd "$repo" && cargo build --quiet --bin bpfmux); then
 	echo "guest tests: building the test programs failed"
@@ -17,62 +31,72 @@ fi
 # The XDP parts boot one vCPU. Every XDP test run (BPF_PROG_TEST_RUN) re-patches the
 # kernel's XDP dispatcher, and under QEMU TCG with 2 vCPUs a CPU sometimes runs a stale
 # int3 from that patching and dies (kernel/README "Known issues"; a CI run died so in
-# xdpchain-stats). The other parts keep 2 vCPUs so the trampolines meet SMP, in
-# single-threaded TCG: the vCPUs take turns, and patching text that the other one runs
-# does not die of a stale int3 (bench/int3/run.sh). With a thread per vCPU, a CI run died
-# so in the two-vCPU boot (the trace part's kprobe.multi attach, rcu_preempt in
-# __schedule on the other vCPU).
+# xdpchain-stats).
 one_cpu_parts="50 55"
 # The instruction counter's own checks need its QEMU plugin with its hazards (vm/run
 # --insn-hazards), which slows everything else down: their own boot.
 insn_parts="15"
-# Attach/detach under load on both vCPUs, attaching every traceable function, and the batch
-# symbol checks (kprobe.multi attached by name again and again; stock 6.12 once died of it
-# in CI on a busy host): single-threaded TCG, where patching text that the other vCPU runs
-# does not die of a stale int3 (bench/int3/run.sh). Every kernel gets this boot; parts that
-# need our kernel skip themselves elsewhere.
-single_thread_parts="22 35 40"
-# The other parts keep 2 vCPUs, in two boots: the kernel-side parts (below 30), then the
-# tracer's (30 on). In one boot our kernel's parts took close to the timeout, then
-# 1500 s, and a CI run on a busy host passed it; on an idle host part 30 alone then took
-# more than 1500 s (2026-11-28), so a boot now has 2400 s: a timeout is for a guest that
-# hangs, not for a slow one.
-two_cpu_parts= two_cpu_parts_late=
+# Every other part keeps 2 vCPUs so the trampolines meet SMP, in single-threaded TCG: the
+# vCPUs take turns, and patching text that the other one runs does not die of a stale int3
+# (bench/int3/run.sh; with a thread per vCPU, CI runs died so in kprobe.multi attach, in
+# attaching every function and in the batch symbol checks). They take three boots: the
+# kernel-side parts (below 30), the tracer's checks (30, the longest), and the rest of
+# the tracer's parts. A boot has 2400 s: a timeout is for a guest that hangs, not for a
+# slow one.
+trace_parts="30"
+kernel_parts= rest_parts=
 for f in "$here"/suite.d/*.sh; do
 	n=$(basename "$f" | cut -d- -f1)
-	[[ " $one_cpu_parts $insn_parts $single_thread_parts " == *" $n "* ]] && continue
+	[[ " $one_cpu_parts $insn_parts $trace_parts " == *" $n "* ]] && continue
 	if [ "$n" -lt 30 ]; then
-		two_cpu_parts="$two_cpu_parts $n"
+		kernel_parts="$kernel_parts $n"
 	else
-		two_cpu_parts_late="$two_cpu_parts_late $n"
+		rest_parts="$rest_parts $n"
 	fi
 done
 
-passed=0 failed=0
-# boot KERNEL SMP VM_RUN_OPTIONS PARTS...: one boot running suite.sh on those parts; adds
-# to the counts
-boot() {
-	local k=$1 smp=$2 log rc attempt counts p f opts
-	read -ra opts <<<"$3"
-	shift 3
-	log=$(mktemp)
+# The boots, longest first ("KERNEL|SMP|VM_RUN_OPTIONS|PARTS"): the tracer's checks of
+# every kernel, then our kernel's other boots, then the stock kernels' short ones.
+boots=()
+for k in "$@"; do boots+=("$k|2|--single-thread|$trace_parts"); done
+for k in "$@"; do
+	[ "$k" = ours ] && boots+=("$k|2|--single-thread|$rest_parts" "$k|2|--single-thread|$kernel_parts")
+done
+for k in "$@"; do
+	[ "$k" = ours ] || boots+=("$k|2|--single-thread|$rest_parts" "$k|2|--single-thread|$kernel_parts")
+done
+for k in "$@"; do
+	boots+=("$k|1||$one_cpu_parts" "$k|2|--insn-hazards --single-thread|$insn_parts")
+done
+
+out=$(mktemp -d /tmp/bpfmux-guest.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+
+# job I SPEC: one boot running suite.sh on the job's parts; writes "PASSED FAILED" to
+# $out/I.res and prints its output when done
+job() {
+	local i=$1 k smp opts parts log rc attempt counts p f
+	IFS='|' read -r k smp opts parts <<<"$2"
+	log=$out/$i.log
+	read -ra opts <<<"$opts"
+	read -ra parts <<<"$parts"
 	for attempt in 1 2; do
 		"$repo/vm/run" --kernel "$k" --smp "$smp" "${opts[@]}" --timeout 2400 -- \
-			"$here/suite.sh" "$k" "$@" 2>&1 |
-			tee "$log"
-		rc=${PIPESTATUS[0]}
+			"$here/suite.sh" "$k" "${parts[@]}" >"$log.run" 2>&1
+		rc=$?
+		cat "$log.run" >>"$log"
 		# A kernel that dies while booting, before suite.sh printed its first line, ran no
 		# test: boot it once more, saying so. Under QEMU TCG with 2 vCPUs, boot-time code
 		# patching sometimes dies of an unclaimed int3, stock kernels included (kernel/README
 		# "Known issues"). A crash once the suite runs is always a failure.
-		if [ "$rc" = 126 ] && ! grep -q '^guest: ' "$log" && [ $attempt = 1 ]; then
-			echo "guest tests: $k crashed while booting, before any test ran; booting it again"
+		if [ "$rc" = 126 ] && ! grep -q '^guest: ' "$log.run" && [ $attempt = 1 ]; then
+			echo "guest tests: $k crashed while booting, before any test ran; booting it again" >>"$log"
 			continue
 		fi
 		break
 	done
 	# Take the counts the guest printed; a guest that died before printing them fails.
-	counts=$(grep -E "^$k: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n1)
+	counts=$(grep -E "^$k: [0-9]+ passed, [0-9]+ failed" "$log.run" | tail -n1)
 	if [ -n "$counts" ]; then
 		p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$counts")
 		f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$counts")
@@ -81,23 +105,34 @@ boot() {
 	fi
 	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
 		f=1   # the suite passed but the run did not (splat, timeout): count it
-		echo "FAIL $k (parts $*): vm/run exited $rc"
+		echo "FAIL $k (parts ${parts[*]}): vm/run exited $rc" >>"$log"
 	fi
-	passed=$((passed + p)) failed=$((failed + f))
-	rm -f "$log"
+	echo "$p $f" >"$out/$i.res"
+	{
+		flock 9
+		echo "=================== guest job $i: $k, parts ${parts[*]} ($smp vCPUs ${opts[*]})"
+		cat "$log"
+		echo "=================== guest job $i: $k, parts ${parts[*]}: $p passed, $f failed"
+	} 9>"$out/print.lock"
 }
 
-for k in "$@"; do
-	# shellcheck disable=SC2086 # the part lists are words
-	boot "$k" 2 "--single-thread" $two_cpu_parts
-	# shellcheck disable=SC2086
-	boot "$k" 2 "--single-thread" $two_cpu_parts_late
-	# shellcheck disable=SC2086
-	boot "$k" 1 "" $one_cpu_parts
-	# shellcheck disable=SC2086
-	boot "$k" 2 "--insn-hazards --single-thread" $insn_parts
-	# shellcheck disable=SC2086
-	boot "$k" 2 "--single-thread" $single_thread_parts
+echo "guest tests: ${#boots[@]} boots, $lanes at a time"
+for i in "${!boots[@]}"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$lanes" ]; do wait -n; done
+	echo "guest tests: job $i starts: ${boots[$i]//|/ | } ($(date -u +%H:%M:%S))"
+	job "$i" "${boots[$i]}" &
+done
+wait
+
+passed=0 failed=0
+for i in "${!boots[@]}"; do
+	if [ -f "$out/$i.res" ]; then
+		read -r p f <"$out/$i.res"
+	else
+		p=0 f=1
+		echo "FAIL guest job $i (${boots[$i]}): no result"
+	fi
+	passed=$((passed + p)) failed=$((failed + f))
 done
 echo "guest: $passed passed, $failed failed"
 [ "$failed" = 0 ]
