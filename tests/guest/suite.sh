@@ -19,14 +19,14 @@ bpfmux=$repo/target/debug/bpfmux
 passed=0 failed=0
 
 run() {
-	local name=$1
+	local name=$1 start=$SECONDS
 	shift
 	echo "== $name: $*"
 	if "$@"; then
-		passed=$((passed + 1)); echo "PASS $name"
+		passed=$((passed + 1)); echo "PASS $name ($((SECONDS - start)) s)"
 	else
 		local rc=$?
-		failed=$((failed + 1)); echo "FAIL $name (exit $rc)"
+		failed=$((failed + 1)); echo "FAIL $name (exit $rc, $((SECONDS - start)) s)"
 	fi
 }
 
