@@ -48,6 +48,7 @@ fn run() -> anyhow::Result<()> {
     let run = RunOptions {
         interval: Duration::from_secs(1),
         duration: Some(Duration::from_secs_f64(secs)),
+        ..Default::default()
     };
     let mut report = PlainText::new(std::io::stdout().lock(), false, Some(20), true);
     let mut session = Session::new(tracer, run);

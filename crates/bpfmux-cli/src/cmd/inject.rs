@@ -85,6 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         who: "bpfmux inject",
         which: &args.which,
         verbose: args.verbose,
+        kernel_lines: None,
     };
     let scope = shared.check()?;
     let opts = trace::TraceOptions {

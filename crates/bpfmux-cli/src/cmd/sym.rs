@@ -4,7 +4,9 @@ use std::io::Write;
 
 use anyhow::bail;
 use bpfmux::normalize::display_name;
-use bpfmux::symbolize::{KernelSymbolizer, SymResult, SymbolKind, Symbolized, UserSymbolizer};
+use bpfmux::symbolize::{
+    KernelLines, KernelSymbolizer, SymResult, SymbolKind, Symbolized, UserSymbolizer,
+};
 
 use crate::input::Addrs;
 use crate::out::JsonArray;
@@ -19,9 +21,14 @@ FILE:LINE`, outermost first). Without usable DWARF the ELF symbol tables
 answer (.symtab, .dynsym, the debug file's .symtab), PLT stubs as NAME@plt;
 [vdso] addresses are looked up in the process's vDSO image. The legacy
 [vsyscall] page is not a mapping of the process (see bpfmux maps --help):
-its addresses are unmapped. Kernel data objects are marked (data); a BPF
-program (bpf_prog_TAG_NAME [bpf]) names only its own code, by the length
-the kernel gives for it, and an address past that is unmapped.
+its addresses are unmapped. Kernel functions get file:line and inlined
+calls with --vmlinux: the running kernel's vmlinux with DWARF (its build
+ID must be the one in /sys/kernel/notes; KASLR is accounted for), given
+or found ('auto': /usr/lib/debug/.build-id/, /usr/lib/debug/boot/,
+/lib/modules/RELEASE/build/, /boot/). Kernel data objects are marked
+(data); a BPF program (bpf_prog_TAG_NAME [bpf]) names only its own code,
+by the length the kernel gives for it, and an address past that is
+unmapped.
 File names that are not UTF-8 show each such byte as \\xNN, in the text and
 the JSON output alike.
 
@@ -40,6 +47,7 @@ already looked up (kept open), as they were while it lived.
 Examples:
   bpfmux sym --pid 1234 0x55d0c0ffee00 0x7f3a12345678
   bpfmux sym --kernel ffffffff81234567
+  bpfmux sym --kernel --vmlinux auto ffffffff81234567
   cut -d' ' -f2 stack.txt | bpfmux sym --pid 1234 --json")]
 pub struct Args {
     /// Process whose addresses these are.
@@ -48,6 +56,10 @@ pub struct Args {
     /// The addresses are kernel addresses (resolved via /proc/kallsyms).
     #[arg(long)]
     kernel: bool,
+    /// With --kernel: file:line and inlined calls from the running kernel's
+    /// vmlinux with DWARF, PATH or found in the usual places ('auto').
+    #[arg(long, value_name = "PATH|auto", conflicts_with = "pid")]
+    vmlinux: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -65,7 +77,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let addrs = Addrs::from_args(&args.addrs, true)?;
     let mut target = match (args.pid, args.kernel) {
         (Some(pid), false) => Target::User(pid, Box::default()),
-        (None, true) => Target::Kernel(KernelSymbolizer::load()?),
+        (None, true) => {
+            let k = KernelSymbolizer::load()?;
+            Target::Kernel(match args.vmlinux.as_deref() {
+                None => k,
+                Some(v) => k.with_lines(kernel_lines(v)?.into()),
+            })
+        }
         _ => bail!("give exactly one of --pid PID or --kernel"),
     };
     let mut out = crate::out::stdout();
@@ -137,6 +155,14 @@ fn line(s: &Symbolized) -> String {
             )
         }
         SymResult::Unmapped => format!("{:#x}  unmapped", s.addr),
+    }
+}
+
+/// The vmlinux a `--vmlinux PATH|auto` names, opened.
+pub fn kernel_lines(arg: &str) -> Result<KernelLines, bpfmux::symbolize::KernelLinesError> {
+    match arg {
+        "auto" => KernelLines::find(),
+        path => KernelLines::open(path),
     }
 }
 

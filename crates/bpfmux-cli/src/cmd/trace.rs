@@ -10,6 +10,7 @@ mod record;
 mod signals;
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::bail;
@@ -192,6 +193,8 @@ Examples:
                                              struct file's fields, and what its pointers point at
   bpfmux trace --stacks __x64_sys_openat --comm bash
                                              who calls it, kernel and user stacks
+  bpfmux trace --stacks --vmlinux auto -d 5 path_openat
+                                             kernel frames with file:line and inlined calls
   bpfmux trace -c 'ls -l /' 'ksys_*' --json  trace one command, JSON lines out
   bpfmux trace --errors -c 'cat /nonexistent' __x64_sys_openat do_sys_openat2 path_openat
                                              the chain of calls that failed, with -ENOENT
@@ -287,6 +290,12 @@ pub struct Args {
     /// addresses), as bpfmux did before; for comparing the two.
     #[arg(long, requires = "stacks")]
     stacks_at_end: bool,
+    /// With --stacks or --errors: kernel frames with file:line and the
+    /// calls inlined there, from the running kernel's vmlinux with DWARF
+    /// (PATH, or 'auto': where distributions and kernel builds put it; see
+    /// bpfmux sym --help). Recordings keep names only.
+    #[arg(long, value_name = "PATH|auto")]
+    vmlinux: Option<String>,
     /// Keep glob matches that the tracer's own programs and trampoline run
     /// (helpers, map and ring buffer code, stack walking): left out by
     /// default, since their calls from the tracer only meet the kernel's
@@ -491,10 +500,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         inputs::patterns(&patterns)?,
         inputs::patterns(&args.excludes)?,
     );
+    let kernel_lines = match args.vmlinux.as_deref() {
+        None => None,
+        Some(_) if !args.stacks && !args.errors => {
+            bail!("--vmlinux gives kernel frames their source lines: use it with --stacks or --errors")
+        }
+        Some(v) => Some(Arc::new(super::sym::kernel_lines(v)?)),
+    };
     let shared = Shared {
         who: "bpfmux trace",
         which: &args.which,
         verbose: args.verbose,
+        kernel_lines,
     };
     let scope = shared.check()?;
     if args.list {
@@ -552,6 +569,8 @@ pub(super) struct Shared<'a> {
     pub who: &'static str,
     pub which: &'a Which,
     pub verbose: u8,
+    /// Source lines for kernel frames (`--vmlinux`).
+    pub kernel_lines: Option<Arc<bpfmux::symbolize::KernelLines>>,
 }
 
 /// The scope of a run as checked: the cgroup and pid namespace, the
@@ -684,7 +703,12 @@ pub(super) fn execute(
     }
     let interval = Duration::from_secs_f64(w.interval);
     let duration = w.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
-    let mut session = Session::new(tracer, RunOptions { interval, duration });
+    let run = RunOptions {
+        interval,
+        duration,
+        kernel_lines: shared.kernel_lines.clone(),
+    };
+    let mut session = Session::new(tracer, run);
     let recording = exports.take_recording();
     let recording_path = recording.as_ref().map(|w| w.path().display().to_string());
     if let Some(w) = recording {

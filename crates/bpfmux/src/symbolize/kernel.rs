@@ -15,7 +15,9 @@ use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use super::kernel_lines::KernelLines;
 use super::{SymResult, Symbol, SymbolKind, Symbolized};
 
 /// Why the kernel's symbols could not be read.
@@ -91,6 +93,9 @@ fn preference(name: &str) -> (bool, bool, std::cmp::Reverse<usize>) {
 /// Sorted text symbols of the running kernel and its modules.
 pub struct KernelSymbolizer {
     syms: Vec<KSym>,
+    /// Source lines of vmlinux functions, and where the running kernel's
+    /// `_text` is ([`KernelSymbolizer::with_lines`]).
+    lines: Option<(Arc<KernelLines>, u64)>,
 }
 
 impl KernelSymbolizer {
@@ -164,18 +169,71 @@ impl KernelSymbolizer {
         // At one address the preferred name goes last (the lookup takes
         // the last symbol at or below an address); kallsyms order for ties.
         syms.sort_by_cached_key(|s| (s.addr, preference(&s.name)));
-        Ok(Self { syms })
+        Ok(Self { syms, lines: None })
     }
 
-    /// Each address's function and offset, in input order.
+    /// Each address's function and offset, in input order (with file,
+    /// line and inlined calls for vmlinux functions, given
+    /// [`KernelSymbolizer::with_lines`]).
     pub fn symbolize(&self, addrs: &[u64]) -> Vec<Symbolized> {
-        addrs
+        self.symbolize_back(addrs, 0)
+    }
+
+    /// As [`KernelSymbolizer::symbolize`], for the callers' frames of a
+    /// stack: each address is a return address, so its source line is
+    /// that of the call before it, looked up one byte back (as debuggers
+    /// do); names and offsets are the address's own.
+    pub fn symbolize_returns(&self, addrs: &[u64]) -> Vec<Symbolized> {
+        self.symbolize_back(addrs, 1)
+    }
+
+    fn symbolize_back(&self, addrs: &[u64], back: u64) -> Vec<Symbolized> {
+        let mut out: Vec<Symbolized> = addrs
             .iter()
             .map(|&addr| Symbolized {
                 addr,
                 result: self.lookup(addr),
             })
-            .collect()
+            .collect();
+        if let Some((lines, text)) = &self.lines {
+            let wanted: Vec<(u64, Option<&str>)> = out
+                .iter()
+                .map(|s| match &s.result {
+                    SymResult::Symbol(sym)
+                        if sym.module.is_none() && sym.kind == SymbolKind::Function =>
+                    {
+                        (s.addr.wrapping_sub(back), Some(sym.name.as_str()))
+                    }
+                    _ => (s.addr, None),
+                })
+                .collect();
+            let found = lines.lines(*text, &wanted);
+            for (s, l) in out.iter_mut().zip(found) {
+                if let (SymResult::Symbol(sym), Some((file, line, inlined))) = (&mut s.result, l) {
+                    sym.file = file;
+                    sym.line = line;
+                    sym.inlined = inlined;
+                }
+            }
+        }
+        out
+    }
+
+    /// Names vmlinux functions with their source lines from `lines` too
+    /// (see [`KernelLines`]); the addresses are moved by the distance
+    /// between this table's `_text` and the file's. A table without
+    /// `_text` (one made of a recording's spans) gets no lines: where its
+    /// kernel ran is not known.
+    pub fn with_lines(mut self, lines: Arc<KernelLines>) -> Self {
+        if let Some(text) = self.function_addresses(&[("_text", None)])[0] {
+            self.lines = Some((lines, text));
+        }
+        self
+    }
+
+    /// The vmlinux giving source lines, if any.
+    pub fn lines(&self) -> Option<&KernelLines> {
+        self.lines.as_ref().map(|(l, _)| &**l)
     }
 
     /// The extent of every function `pick` answers for (given its name
@@ -315,7 +373,7 @@ impl KernelSymbolizer {
             .collect();
         syms.sort_by_key(|s| s.addr);
         syms.dedup_by_key(|s| s.addr);
-        Self { syms }
+        Self { syms, lines: None }
     }
 }
 

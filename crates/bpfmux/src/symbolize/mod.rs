@@ -1,10 +1,13 @@
 //! Symbolization: user addresses (normalized by [`crate::normalize`], then
-//! looked up in the ELF/DWARF by blazesym) and kernel addresses (kallsyms).
+//! looked up in the ELF/DWARF by blazesym) and kernel addresses (kallsyms;
+//! file:line and inlined calls from the running kernel's vmlinux, where
+//! there is one: [`KernelLines`]).
 //! `bpfmux trace` will print stacks through this module.
 
 mod demangle;
 pub mod elf_table;
 mod kernel;
+mod kernel_lines;
 mod user;
 mod vdso;
 
@@ -13,6 +16,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use kernel::{KallsymsError, KernelSpan, KernelSymbolizer};
+pub use kernel_lines::{vmlinux_places, KernelLines, KernelLinesError};
 pub use user::{UserSymbolizeError, UserSymbolizer};
 
 /// A resolved symbol.

@@ -466,9 +466,9 @@ fn code_location(ci: Option<&CodeInfo>) -> (Option<PathBuf>, Option<u32>) {
 }
 
 /// What DWARF says about an address: file, line, inlined calls.
-type SourceLines = (Option<PathBuf>, Option<u32>, Vec<InlinedFrame>);
+pub(super) type SourceLines = (Option<PathBuf>, Option<u32>, Vec<InlinedFrame>);
 
-fn source_lines(sym: &Sym) -> SourceLines {
+pub(super) fn source_lines(sym: &Sym) -> SourceLines {
     let (file, line) = code_location(sym.code_info.as_deref());
     let inlined = sym
         .inlined

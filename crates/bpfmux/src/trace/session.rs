@@ -13,6 +13,7 @@
 //! ```
 
 use std::cell::RefCell;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::errors::{ChainRecord, ErrorTally, Resolver, RetClass};
@@ -27,16 +28,20 @@ use super::summary::{
     TOP_STACKS,
 };
 use super::{Error, Tracer};
-use crate::symbolize::KernelSymbolizer;
+use crate::symbolize::{KernelLines, KernelSymbolizer};
 use crate::sys::sched::Unpreempted;
 
-/// How long a run lasts and how often it reports.
-#[derive(Clone, Copy, Debug)]
+/// How long a run lasts, how often it reports, and how it names kernel
+/// frames.
+#[derive(Clone, Debug)]
 pub struct RunOptions {
     /// Time between [`Report::interval`] calls.
     pub interval: Duration,
     /// Stop after this long; `None`: only when the caller's `stop` says so.
     pub duration: Option<Duration>,
+    /// Source lines for kernel frames of stacks and error chains (see
+    /// [`crate::symbolize::KernelLines`]); `None`: names only.
+    pub kernel_lines: Option<Arc<KernelLines>>,
 }
 
 impl Default for RunOptions {
@@ -44,6 +49,7 @@ impl Default for RunOptions {
         Self {
             interval: Duration::from_secs(1),
             duration: None,
+            kernel_lines: None,
         }
     }
 }
@@ -85,7 +91,7 @@ impl Session {
         let during_run = !tracer.opts.user_stacks_at_end;
         // Now, while the trampolines are attached and in kallsyms.
         let kernel = if tracer.opts.kstack || tracer.opts.errors {
-            KernelNames::start(tracer.selection.funcs.clone())
+            KernelNames::start(tracer.selection.funcs.clone(), run.kernel_lines.clone())
         } else {
             KernelNames::default()
         };
@@ -442,10 +448,14 @@ struct KernelNames {
 }
 
 impl KernelNames {
-    fn start(funcs: Vec<super::Func>) -> Self {
+    fn start(funcs: Vec<super::Func>, lines: Option<Arc<KernelLines>>) -> Self {
         let pending = std::thread::spawn(move || match KernelSymbolizer::load() {
             Ok(k) => {
                 let mech = Mechanism::new(&k, &funcs);
+                let k = match lines {
+                    Some(l) => k.with_lines(l),
+                    None => k,
+                };
                 (Some(k), mech)
             }
             Err(_) => (None, Mechanism::default()),

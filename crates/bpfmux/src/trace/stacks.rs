@@ -416,6 +416,39 @@ pub(crate) fn lines(frames: &[StackFrame]) -> Vec<String> {
     frames.iter().map(StackFrame::line).collect()
 }
 
+/// Kernel frames as lines: [`StackFrame::line`], and where the kernel's
+/// vmlinux gave source lines ([`crate::symbolize::KernelLines`]), `at
+/// FILE:LINE` after it, preceded by the calls inlined at the address,
+/// innermost first, as frames of their own (`NAME (inlined) at
+/// FILE:LINE`): the stack as the source reads it.
+pub(crate) fn kernel_text(frames: &[StackFrame]) -> Vec<String> {
+    let mut out = Vec::with_capacity(frames.len());
+    for f in frames {
+        let FrameName::Symbol(s) = &f.name else {
+            out.push(f.line());
+            continue;
+        };
+        for i in s.inlined.iter().rev() {
+            out.push(format!(
+                "{} (inlined){}",
+                i.name,
+                at(i.file.as_deref(), i.line)
+            ));
+        }
+        out.push(format!("{}{}", f.line(), at(s.file.as_deref(), s.line)));
+    }
+    out
+}
+
+/// ` at FILE:LINE`, or nothing without a file.
+fn at(file: Option<&std::path::Path>, line: Option<u32>) -> String {
+    match (file, line) {
+        (Some(f), Some(l)) => format!(" at {}:{l}", crate::normalize::display_name(f)),
+        (Some(f), None) => format!(" at {}", crate::normalize::display_name(f)),
+        _ => String::new(),
+    }
+}
+
 /// How far into a function a frame can be and still be its entry: a
 /// kprobe's address (0, or 4 past an `endbr64`), a trampoline's return
 /// address (5 or 9: past the call that replaced the entry's `nop`).
@@ -556,7 +589,9 @@ pub(crate) fn kernel_frames(
     // were dropped since.
     let mut last: Option<u64> = None;
     let mut gap = false;
-    for s in k.symbolize(kernel) {
+    // Return addresses but for a kprobe's own frame, which the traced
+    // function's entry replaces below (named exactly).
+    for s in k.symbolize_returns(kernel) {
         match mech.find(s.addr) {
             Some(Part::Anywhere) => {
                 gap = true;
@@ -593,14 +628,14 @@ pub(crate) fn kernel_frames(
 }
 
 /// Kernel frames as lines (addresses without a symbol table), as
-/// [`kernel_frames`] makes them.
+/// [`kernel_frames`] makes them and [`kernel_text`] writes them.
 pub(crate) fn kernel_lines(
     ksyms: Option<&KernelSymbolizer>,
     mech: &Mechanism,
     func: Option<usize>,
     kernel: &[u64],
 ) -> Vec<String> {
-    lines(&kernel_frames(ksyms, mech, func, kernel))
+    kernel_text(&kernel_frames(ksyms, mech, func, kernel))
 }
 
 #[cfg(test)]
