@@ -11,8 +11,8 @@
 #   --phases     guest phases (bench/guest.sh; default "insn rates attach all allpf",
 #                quick: "insn rates attach")
 #   --no-others  skips the other bench/*/run.sh
-#   --others     which of them (default: procmap symcheck xdp xdpchain batchsym trace-attach
-#                trace-filter capture)
+#   --others     which of them (default: procmap symcheck symrate xdp xdpchain batchsym
+#                trace-attach trace-filter capture)
 #   --no-guests  only the other benchmarks (and the report from raw/)
 #   --insn-hazards  the insn phase boots with `vm/run --insn-hazards`: the trigger rows
 #                also count indirect branches, return mispredicts and cache lines, which
@@ -25,7 +25,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 quick= kernels="ours stock-7.3 stock-6.12" others=1 guests=1 phase_list= insn_vm=--insn
-other_list="procmap symcheck xdp xdpchain batchsym trace-attach trace-filter capture"
+other_list="procmap symcheck symrate xdp xdpchain batchsym trace-attach trace-filter capture"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=--quick ;;
