@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::bail;
 use bpfmux::normalize::display_name;
 use bpfmux::symbolize::{
-    KernelLines, KernelSymbolizer, SymResult, SymbolKind, Symbolized, UserSymbolizer,
+    at_source, KernelLines, KernelSymbolizer, SymResult, SymbolKind, Symbolized, UserSymbolizer,
 };
 
 use crate::input::Addrs;
@@ -128,14 +128,14 @@ fn line(s: &Symbolized) -> String {
                 s.addr,
                 sym.name,
                 sym.offset,
-                at(sym.file.as_deref(), sym.line)
+                at_source(sym.file.as_deref(), sym.line)
             );
             // Inlined calls, outermost first, each where the address is in it.
             for f in &sym.inlined {
                 out.push_str(&format!(
                     "\n    inlined {}{}",
                     f.name,
-                    at(f.file.as_deref(), f.line)
+                    at_source(f.file.as_deref(), f.line)
                 ));
             }
             out
@@ -163,13 +163,5 @@ pub fn kernel_lines(arg: &str) -> Result<KernelLines, bpfmux::symbolize::KernelL
     match arg {
         "auto" => KernelLines::find(),
         path => KernelLines::open(path),
-    }
-}
-
-fn at(file: Option<&std::path::Path>, line: Option<u32>) -> String {
-    match (file, line) {
-        (Some(f), Some(l)) => format!(" at {}:{l}", display_name(f)),
-        (Some(f), None) => format!(" at {}", display_name(f)),
-        _ => String::new(),
     }
 }

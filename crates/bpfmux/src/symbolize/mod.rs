@@ -11,13 +11,23 @@ mod kernel_lines;
 mod user;
 mod vdso;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 pub use kernel::{KallsymsError, KernelSpan, KernelSymbolizer};
 pub use kernel_lines::{vmlinux_places, KernelLines, KernelLinesError};
 pub use user::{UserSymbolizeError, UserSymbolizer};
+
+/// ` at FILE:LINE` (` at FILE` without a line), or nothing without a
+/// file: how `bpfmux sym` and stacks write where an address is.
+pub fn at_source(file: Option<&Path>, line: Option<u32>) -> String {
+    match (file, line) {
+        (Some(f), Some(l)) => format!(" at {}:{l}", crate::normalize::display_name(f)),
+        (Some(f), None) => format!(" at {}", crate::normalize::display_name(f)),
+        _ => String::new(),
+    }
+}
 
 /// A resolved symbol.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -66,7 +66,7 @@ use super::program::TraceObject;
 use super::select::Func;
 use super::{ms, Error, Tracer};
 use crate::normalize::capture::{CaptureCache, CaptureStats, Frame};
-use crate::symbolize::{KernelSymbolizer, SymResult, Symbol, UserSymbolizer};
+use crate::symbolize::{at_source, KernelSymbolizer, SymResult, Symbol, UserSymbolizer};
 
 /// Larger than any kernel function: the address is not in the symbol.
 const MAX_SYMBOL_OFFSET: u64 = 1 << 20;
@@ -432,21 +432,16 @@ pub(crate) fn kernel_text(frames: &[StackFrame]) -> Vec<String> {
             out.push(format!(
                 "{} (inlined){}",
                 i.name,
-                at(i.file.as_deref(), i.line)
+                at_source(i.file.as_deref(), i.line)
             ));
         }
-        out.push(format!("{}{}", f.line(), at(s.file.as_deref(), s.line)));
+        out.push(format!(
+            "{}{}",
+            f.line(),
+            at_source(s.file.as_deref(), s.line)
+        ));
     }
     out
-}
-
-/// ` at FILE:LINE`, or nothing without a file.
-fn at(file: Option<&std::path::Path>, line: Option<u32>) -> String {
-    match (file, line) {
-        (Some(f), Some(l)) => format!(" at {}:{l}", crate::normalize::display_name(f)),
-        (Some(f), None) => format!(" at {}", crate::normalize::display_name(f)),
-        _ => String::new(),
-    }
 }
 
 /// How far into a function a frame can be and still be its entry: a
