@@ -10,6 +10,7 @@ help:
 	@echo "make kernel-export cache tree commits -> kernel/patches/"
 	@echo "make kernel-deb    Debian packages of the kernel (build/kernel-deb/), booted once in the guest"
 	@echo "make test-kasan    the series' guest checks on a KASAN build (make kernel-kasan)"
+	@echo "make kernel-debug  the series with KASAN and lockdep (for the long UAPI fuzzer run)"
 	@echo "make images        fetch the stock Debian 7.3.4 and 6.12 kernels for comparison"
 	@echo "make deps          install the Debian packages the build and the guest need"
 	@echo "make bench         every benchmark -> bench/results/REPORT.md (see bench/README.md)"
@@ -28,6 +29,10 @@ kernel-kasan: deps
 # The same series with lockdep and RCU checking (kernel/config/lockdep.config).
 kernel-lockdep: deps
 	BPFMUX_KCONFIG_EXTRA=lockdep BPFMUX_KERNEL_OUT=$(BPFMUX_CACHE)/build-lockdep kernel/build.sh
+
+# Both (make kernel-debug): the long fuzzer run of kernel/README.md runs on it.
+kernel-debug: deps
+	BPFMUX_KCONFIG_EXTRA=kasan+lockdep BPFMUX_KERNEL_OUT=$(BPFMUX_CACHE)/build-debug kernel/build.sh
 
 test-kasan: kernel kernel-kasan
 	tests/guest/kasan.sh
@@ -69,4 +74,4 @@ bench: kernel images
 bench-quick:
 	$(MAKE) bench QUICK=1
 
-.PHONY: help deps kernel kernel-deb kernel-kasan kernel-lockdep test-kasan kernel-export images guest-programs cli demo test bench bench-quick
+.PHONY: help deps kernel kernel-deb kernel-kasan kernel-lockdep kernel-debug test-kasan kernel-export images guest-programs cli demo test bench bench-quick

@@ -95,7 +95,11 @@ save_mtimes
 # Config: defconfig + kvm_guest + our fragment (+ an optional extra fragment, e.g. KASAN).
 mkdir -p "$out"
 frags=("$repo/kernel/config/bpfmux.config")
-[ -n "$flavor" ] && frags+=("$repo/kernel/config/$flavor.config")
+# Extra fragments: one name or several joined by '+' (kasan+lockdep).
+for f in ${flavor//+/ }; do
+	[ -f "$repo/kernel/config/$f.config" ] || { echo "build: no kernel/config/$f.config" >&2; exit 1; }
+	frags+=("$repo/kernel/config/$f.config")
+done
 cfgsum=$(cat arch/x86/configs/x86_64_defconfig kernel/configs/kvm_guest.config "${frags[@]}" | sha256sum)
 if [ ! -f "$out/.config" ] || [ "$(cat "$out/.bpfmux-config-sum" 2>/dev/null)" != "$cfgsum" ]; then
 	echo "build: generating .config" >&2

@@ -13,7 +13,8 @@ only_fuzz=0
 [ "${1:-}" = fuzz ] && only_fuzz=1
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-kout=${BPFMUX_CACHE:-$HOME/.cache/bpfmux}/build-kasan
+# BPFMUX_KASAN_OUT picks another KASAN build, e.g. make kernel-debug's (with lockdep).
+kout=${BPFMUX_KASAN_OUT:-${BPFMUX_CACHE:-$HOME/.cache/bpfmux}/build-kasan}
 img=$kout/arch/x86/boot/bzImage
 if [ ! -f "$img" ]; then
 	echo "test-kasan: no KASAN kernel at $img (run 'make kernel-kasan')" >&2

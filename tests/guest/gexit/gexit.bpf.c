@@ -2,7 +2,7 @@
 /*
  * Programs for the fexit/fmod_ret/fsession multi guest tests: return values seen by fexit
  * per function address, an fmod_ret override for one process, fexit on do_mmap with its
- * arguments, a per-function fexit for coexistence, and an fsession program that checks
+ * arguments, a per-function fentry and fexit for coexistence, and an fsession program that checks
  * its cookie pairs entry with exit.
  */
 #include <stdbool.h>
@@ -113,6 +113,14 @@ SEC("fexit/__x64_sys_getpgid")
 int BPF_PROG(fexit_one)
 {
 	return record_exit(ctx);
+}
+
+SEC("fentry/__x64_sys_getpgid")
+int BPF_PROG(fentry_one)
+{
+	if (mine())
+		bump(bpf_get_func_ip(ctx));
+	return 0;
 }
 
 SEC("fmod_ret.multi")

@@ -23,6 +23,12 @@
  *                      is refused as a whole
  *   gexit coexist N    fexit (per-function trampoline) and fexit.multi (global) on the
  *                      same function, both orders, both see every return value
+ *   gexit skipchain N  a global fmod_ret.multi program that skips getpgid, alone and
+ *                      with a global fexit.multi program, next to a per-function fentry,
+ *                      fexit, or both, attached before or after it: the per-function
+ *                      programs run for every skipped call and their fexit sees the value
+ *                      fmod_ret chose, without the function's body, as on one trampoline
+ *                      with all of them; with the override lifted they see the real value
  *   gexit kinds N      a function with only fexit programs is entered through its exit
  *                      stub (enabled_functions shows where its site goes), moves to its
  *                      common stub when an fmod_ret.multi program joins and back when it
@@ -43,8 +49,10 @@
  *                      at most 10 runs in 10 s after the first 3 s (every 100 ms before)
  *   gexit args7        fentry, fexit, fmod_ret and fsession.multi together on
  *                      bpf_modify_return_test2 (7 arguments, one on the stack), global
- *                      and per-function backend: every kind sees all 7 arguments, the
- *                      exits the return value, and an fmod_ret override replaces the call
+ *                      and per-function backend, and global fmod_ret (alone, or with
+ *                      fexit) next to per-function others: every kind sees all 7
+ *                      arguments, the exits the return value, and an fmod_ret override
+ *                      replaces the call, every program still running for it
  *   gexit session N    two fsession.multi programs on the same functions, global and
  *                      per-function backend: each exit finds its own entry's cookie and
  *                      the return value; the ninth session program on a function is
@@ -826,6 +834,109 @@ out:
 	bpf_object__close(fobj);
 }
 
+/*
+ * One case of gexit skipchain: per-function programs @pkinds (bit 0 fentry, bit 1 fexit)
+ * and a global fmod_ret.multi program, with a global fexit.multi program when @gexit,
+ * the per-function ones attached first when @pfirst.
+ */
+static void skipchain_case(struct bpf_object *const objs[4], struct bpf_program *const progs[4],
+			   int pkinds, int gexit, int pfirst, long n, long normal)
+{
+	enum { FE, FX, GM, GX };
+	unsigned long addr = ksym_addr("__x64_sys_getpgid");
+	struct bpf_link *links[4] = {};
+	__u64 before[4];
+	char what[96];
+	long fails = 0;
+	int ok = 1;
+
+	snprintf(what, sizeof(what), "per-function %s%s%s, global fmod_ret%s, %s first",
+		 pkinds & 1 ? "fentry" : "", pkinds == 3 ? "+" : "", pkinds & 2 ? "fexit" : "",
+		 gexit ? "+fexit" : "", pfirst ? "per-function" : "global");
+	for (int step = 0; step < 2 && ok; step++) {
+		if (step == !pfirst) {
+			for (int k = FE; k <= FX && ok; k++)
+				if (pkinds & (1 << k))
+					ok = (links[k] = bpf_program__attach(progs[k])) != NULL;
+		} else {
+			ok = (links[GM] = attach_ids(progs[GM], syscalls, 1)) != NULL;
+			if (ok && gexit)
+				ok = (links[GX] = attach_ids(progs[GX], syscalls, 1)) != NULL;
+		}
+	}
+	check(ok, "%s: all attach (%s)", what, ok ? "ok" : strerror(errno));
+	if (!ok)
+		goto out;
+	for (int k = 0; k < 4; k++)
+		before[k] = counter_hits(objs[k], addr);
+	set_cfg(objs[GM], 0, EPERM);
+	for (long i = 0; i < n; i++) {
+		errno = 0;
+		if (syscall(SYS_getpgid, 0) == -1 && errno == EPERM)
+			fails++;
+	}
+	check(fails == n, "%s: getpgid failed with EPERM %ld of %ld times", what, fails, n);
+	for (int k = 0; k < 4; k++) {
+		static const char *const name[] = { "per-function fentry", "per-function fexit",
+						    "global fmod_ret", "global fexit" };
+		__u64 want = links[k] ? n : 0, got = counter_hits(objs[k], addr) - before[k];
+
+		if (k == GM || links[k])
+			check(got == want, "%s: %s ran %llu times for %ld skipped calls", what,
+			      name[k], (unsigned long long)got, n);
+	}
+	for (int k = FX; k <= GX; k += GX - FX)
+		if (links[k])
+			check((long long)map_u64(objs[k], "rets", addr) == -EPERM,
+			      "%s: %s saw %lld (want %d: the value fmod_ret chose, not the body's)",
+			      what, k == FX ? "per-function fexit" : "global fexit",
+			      (long long)map_u64(objs[k], "rets", addr), -EPERM);
+	set_cfg(objs[GM], 0, 0);
+	errno = 0;
+	check(syscall(SYS_getpgid, 0) == normal, "%s: override lifted, getpgid returns %ld",
+	      what, normal);
+	if (links[FX])
+		check((long)map_u64(objs[FX], "rets", addr) == normal,
+		      "%s: per-function fexit then sees the real value %lld", what,
+		      (long long)map_u64(objs[FX], "rets", addr));
+out:
+	/* The global links leave first when the per-function ones came first. */
+	for (int i = 0; i < 4; i++) {
+		int k = pfirst ? GX - i : i;
+
+		bpf_link__destroy(links[k]);
+	}
+	errno = 0;
+	check(syscall(SYS_getpgid, 0) == normal, "%s: getpgid normal after detach", what);
+}
+
+static void test_skipchain(long n)
+{
+	static const char *const names[] = { "fentry_one", "fexit_one", "fmodret_multi",
+					     "fexit_multi" };
+	struct bpf_program *progs[4] = {};
+	struct bpf_object *objs[4] = {};
+	long normal;
+	int loaded = 1;
+
+	/* A process group of our own: its id is not 0, which a map reads before any update. */
+	setpgid(0, 0);
+	normal = syscall(SYS_getpgid, 0);
+	check(normal > 0, "getpgid returns %ld, not 0", normal);
+
+	for (int k = 0; k < 4; k++)
+		loaded &= (objs[k] = counter_load(obj_path, names[k], getpid(), &progs[k])) != NULL;
+	check(loaded, "programs load");
+	if (loaded)
+		for (int pkinds = 1; pkinds <= 3; pkinds++)
+			for (int gexit = 0; gexit < 2; gexit++)
+				for (int pfirst = 0; pfirst < 2; pfirst++)
+					skipchain_case(objs, progs, pkinds, gexit, pfirst, n,
+						       normal);
+	for (int k = 0; k < 4; k++)
+		bpf_object__close(objs[k]);
+}
+
 /* The name of a text symbol that starts at @addr, into @sym; 0 if none does. */
 static int ksym_at(unsigned long addr, char *sym, size_t symlen)
 {
@@ -1120,12 +1231,16 @@ static int args7_match(struct bpf_object *obj, int k, __u64 *b_seen)
 	return ok;
 }
 
-static void args7_backend(int global)
+/*
+ * Bit k of @global: kind k (0 fentry, 1 fexit, 2 fmod_ret, 3 fsession) attaches on the
+ * global backend, else on the per-function one. Mixed, the global trampoline enters the
+ * per-function one for every call, also those fmod_ret skips.
+ */
+static void args7_backend(unsigned int global, const char *what)
 {
 	static const char *const names[] = { "args7_fentry", "args7_fexit", "args7_fmodret",
 					     "args7_session", "args7_driver" };
 	static const char *const target[] = { "bpf_modify_return_test2", NULL };
-	const char *what = global ? "global" : "per-function";
 	LIBBPF_OPTS(bpf_test_run_opts, run);
 	struct bpf_link *links[4] = {};
 	struct bpf_program *prog[5];
@@ -1148,7 +1263,7 @@ static void args7_backend(int global)
 	if (err)
 		goto out;
 	for (int i = 0; i < 4; i++) {
-		links[i] = attach_ids(prog[i], target, global);
+		links[i] = attach_ids(prog[i], target, (global >> i) & 1);
 		ok &= links[i] != NULL;
 	}
 	check(ok, "%s: fentry, fexit, fmod_ret and fsession.multi on bpf_modify_return_test2 (%s)",
@@ -1177,7 +1292,16 @@ static void args7_backend(int global)
 	      (long long)(__s32)array_u64(obj, "args7", 1 * 8 + 7),
 	      (long long)(__s32)array_u64(obj, "args7", 4 * 8 + 7));
 
-	/* The override: the function is not called, fexit sees what fmod_ret returned. */
+	/*
+	 * The override: the function is not called, every program still runs (slots
+	 * cleared first), and the exits see what fmod_ret returned.
+	 */
+	for (__u32 k = 0; k < 5 * 8; k++) {
+		__u64 zero = 0;
+
+		bpf_map_update_elem(bpf_map__fd(bpf_object__find_map_by_name(obj, "args7")), &k,
+				    &zero, BPF_ANY);
+	}
 	set_cfg(obj, 2, 1000);
 	err = bpf_prog_test_run_opts(bpf_program__fd(prog[4]), &run);
 	check(!err && run.retval == (1u << 16 | (4 + 1000)),
@@ -1186,6 +1310,11 @@ static void args7_backend(int global)
 	check((__u32)array_u64(obj, "args7", 1 * 8 + 7) == 1000 &&
 	      (__u32)array_u64(obj, "args7", 4 * 8 + 7) == 1000 && args7_match(obj, 1, &b_seen),
 	      "%s: fexit and the session's exit saw 1000 and the same arguments", what);
+	for (int k = 0; k < ARGS7_KINDS; k++)
+		check(array_u64(obj, "args7", k * 8 + 7) && args7_match(obj, k, &b_seen),
+		      "%s: %s ran for the skipped call and saw the same arguments (%llu %llu)",
+		      what, args7_kind[k], (unsigned long long)array_u64(obj, "args7", k * 8 + 0),
+		      (unsigned long long)array_u64(obj, "args7", k * 8 + 6));
 out:
 	for (int i = 0; i < 4; i++)
 		bpf_link__destroy(links[i]);
@@ -1194,8 +1323,10 @@ out:
 
 static void test_args7(void)
 {
-	args7_backend(1);
-	args7_backend(0);
+	args7_backend(0xf, "global");
+	args7_backend(0, "per-function");
+	args7_backend(1 << 2, "global fmod_ret, the rest per-function");
+	args7_backend(1 << 2 | 1 << 1, "global fmod_ret and fexit, the rest per-function");
 }
 
 int main(int argc, char **argv)
@@ -1222,6 +1353,8 @@ int main(int argc, char **argv)
 		test_rollback();
 	else if (!strcmp(cmd, "coexist"))
 		test_coexist(n);
+	else if (!strcmp(cmd, "skipchain"))
+		test_skipchain(n);
 	else if (!strcmp(cmd, "session"))
 		test_session(n);
 	else if (!strcmp(cmd, "kinds"))
@@ -1235,7 +1368,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(cmd, "drain-backoff"))
 		test_drain_backoff();
 	else {
-		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist|session|kinds|args7|pinned|pinned-detach|drain-backoff [N]\n",
+		fprintf(stderr, "usage: %s fexit|fmodret|mmap|sleep|rollback|coexist|skipchain|session|kinds|args7|pinned|pinned-detach|drain-backoff [N]\n",
 			argv[0]);
 		return 2;
 	}

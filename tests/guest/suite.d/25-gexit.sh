@@ -7,6 +7,7 @@ if on ours; then
 	run gexit-sleep "$bin/gexit" sleep
 	run gexit-rollback "$bin/gexit" rollback
 	run gexit-coexist "$bin/gexit" coexist 300
+	run gexit-skipchain "$bin/gexit" skipchain 50
 	run gexit-session "$bin/gexit" session 200
 	run gexit-kinds "$bin/gexit" kinds 200
 	run gexit-args7 "$bin/gexit" args7
