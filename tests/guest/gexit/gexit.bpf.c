@@ -109,9 +109,22 @@ int drain_runs(struct workqueue_execute_start_args *args)
 	return 0;
 }
 
+/* The kernel stack of fexit_one's last call: [0] its size in bytes, then the frames. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64[33]);
+} kstack SEC(".maps");
+
 SEC("fexit/__x64_sys_getpgid")
 int BPF_PROG(fexit_one)
 {
+	__u32 k = 0;
+	__u64 *st = bpf_map_lookup_elem(&kstack, &k);
+
+	if (st && mine())
+		st[0] = bpf_get_stack(ctx, &st[1], 32 * sizeof(__u64), 0);
 	return record_exit(ctx);
 }
 

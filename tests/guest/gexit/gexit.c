@@ -834,6 +834,53 @@ out:
 	bpf_object__close(fobj);
 }
 
+/* The kallsyms text symbol that holds @addr, into @sym; 0 if none. */
+static int ksym_holding(unsigned long addr, char *sym, size_t symlen)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	unsigned long a, best = 0;
+	char line[512], name[256], type;
+
+	if (!f)
+		return 0;
+	sym[0] = 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %c %255s", &a, &type, name) == 3 && a <= addr && a > best &&
+		    (type == 't' || type == 'T')) {
+			best = a;
+			snprintf(sym, symlen, "%s", name);
+		}
+	fclose(f);
+	return best != 0;
+}
+
+/*
+ * The kernel stack fexit_one took at its last call, as "sym<sym<...", into @out; whether
+ * it reaches do_syscall_64, which called the traced syscall.
+ */
+static int kstack_reaches_syscall(struct bpf_object *obj, char *out, size_t outlen)
+{
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "kstack"));
+	__u64 st[33] = {};
+	__u32 k = 0;
+	size_t used = 0;
+	int found = 0;
+
+	out[0] = 0;
+	if (bpf_map_lookup_elem(fd, &k, st) || (__s64)st[0] <= 0)
+		return 0;
+	for (__u64 i = 1; i <= st[0] / 8 && i < 33; i++) {
+		char name[256];
+
+		if (!ksym_holding(st[i], name, sizeof(name)))
+			snprintf(name, sizeof(name), "%#llx", (unsigned long long)st[i]);
+		found |= !strcmp(name, "do_syscall_64");
+		if (used < outlen)
+			used += snprintf(out + used, outlen - used, "%s%s", i > 1 ? "<" : "", name);
+	}
+	return found;
+}
+
 /*
  * One case of gexit skipchain: per-function programs @pkinds (bit 0 fentry, bit 1 fexit)
  * and a global fmod_ret.multi program, with a global fexit.multi program when @gexit,
@@ -884,6 +931,14 @@ static void skipchain_case(struct bpf_object *const objs[4], struct bpf_program 
 		if (k == GM || links[k])
 			check(got == want, "%s: %s ran %llu times for %ld skipped calls", what,
 			      name[k], (unsigned long long)got, n);
+	}
+	if (links[FX]) {
+		char trace[1024];
+
+		/* Unwound through bpf_global_caller_skipped, where the image returns. */
+		check(kstack_reaches_syscall(objs[FX], trace, sizeof(trace)),
+		      "%s: the per-function fexit's kernel stack reaches do_syscall_64 (%s)",
+		      what, trace);
 	}
 	for (int k = FX; k <= GX; k += GX - FX)
 		if (links[k])
