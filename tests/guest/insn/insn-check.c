@@ -24,6 +24,13 @@
  *              QEMU's jump cache: 0x100 ^ 0x100 >> 6 and 0x1c3 ^ 0x1c3 >> 6 agree in
  *              their low 6 bits)
  *
+ * The jump cache's index also mixes in the page number, so the cross loop's two lookup
+ * targets ([dec] at page offset 0xffc, [test; jnz] at 0x003 of the next page) share an
+ * entry when [dec]'s page number is 0x7ff or 0xfff modulo 4096: under ASLR, 2 of
+ * 4096 load addresses give 2N misses. The program re-executes itself with
+ * ADDR_NO_RANDOMIZE, so it always runs at the same address (PIE base 0x555555554000),
+ * and checks a copy of the loop at page 0x7ff: two lookups and two misses per iteration.
+ *
  * A timer tick inside a window adds its handler's instructions, so each size runs
  * several windows: the smallest and the most frequent count must both be the exact one.
  * Run under `vm/run --insn -- build/guest/insn-check`.
@@ -57,10 +64,14 @@
  * reached at least 3 times: an interrupt only adds), and must be exact.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <unistd.h>
 #include "lib/check.h"
 #include "lib/insn.h"
 
@@ -402,6 +413,36 @@ static int colliding_jumps(void *arg, unsigned int n)
 	return 0;
 }
 
+/* The cross loop copied to pages whose number makes its two lookup targets collide. */
+static void (*moved_cross)(unsigned int n);
+
+static int moved_crossing_loop(void *arg, unsigned int n)
+{
+	(void)arg;
+	moved_cross(n);
+	return 0;
+}
+
+/* Copies the cross loop (position independent, two pages) to @addr; 0 on success. */
+static int move_cross_loop(uintptr_t addr)
+{
+	size_t len = 2 * 4096;
+	void *p = mmap((void *)addr, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (p == MAP_FAILED || p != (void *)addr) {
+		check(0, "a mapping at %#lx for the moved cross loop", (unsigned long)addr);
+		return -1;
+	}
+	memcpy(p, (const void *)cross_loop, len);
+	if (mprotect(p, len, PROT_READ | PROT_EXEC)) {
+		check(0, "mprotect of the moved cross loop: %s", strerror(errno));
+		return -1;
+	}
+	moved_cross = (void (*)(unsigned int))p;
+	return 0;
+}
+
 /* Dispatch counts of the most frequent instruction count's first window of size @n. */
 static int dispatch_of(int (*loop)(void *, unsigned int), unsigned int n,
 		       struct insn_window *out)
@@ -667,6 +708,22 @@ static int hazard_checks(void)
 	return check_failures ? 1 : 0;
 }
 
+/* Runs this program at its unrandomized address (see the jump cache above); 1 on failure. */
+static int fixed_address(char **argv)
+{
+	int persona = personality(0xffffffff);
+
+	if (persona != -1 && (persona & ADDR_NO_RANDOMIZE))
+		return 0;
+	if (persona == -1 || personality(persona | ADDR_NO_RANDOMIZE) == -1) {
+		check(0, "personality(ADDR_NO_RANDOMIZE): %s", strerror(errno));
+		return 1;
+	}
+	execv("/proc/self/exe", argv);
+	check(0, "re-executing /proc/self/exe without ASLR: %s", strerror(errno));
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	/*
@@ -682,13 +739,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: insn-check [--hazards]\n");
 		return 2;
 	}
-	if (insn_open() || insn_pin())
+	if (fixed_address(argv) || insn_open() || insn_pin())
 		return 1;
 	if (argc == 2)
 		return hazard_checks();
 	if (((uintptr_t)cross_mov & 4095) != 4094) {
 		check(0, "the crossing mov sits 2 bytes before a page end (offset %#lx)",
 		      (unsigned long)((uintptr_t)cross_mov & 4095));
+		return 1;
+	}
+	if ((((uintptr_t)cross_dec >> 12) & 0x7ff) == 0x7ff) {
+		check(0, "the cross loop's blocks have entries of their own in QEMU's jump cache "
+		      "(cross_dec at %p)", (void *)cross_dec);
 		return 1;
 	}
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
@@ -701,6 +763,8 @@ int main(int argc, char **argv)
 	check_dispatch("indirect loop", jumping_loop, 1, 0, 0);
 	check_dispatch("page-crossing loop", crossing_loop, 2, 0, 1);
 	check_dispatch("colliding loop", colliding_jumps, 2, 2, 0);
+	if (!move_cross_loop(0x7ff000))
+		check_dispatch("page-crossing loop on page 0x7ff", moved_crossing_loop, 2, 2, 1);
 	printf("%s\n", check_failures ? "FAIL" : "ok");
 	return check_failures ? 1 : 0;
 }
