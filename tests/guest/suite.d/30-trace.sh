@@ -9,7 +9,8 @@
 # that exited before the run's end (trace-exited-stacks-*), kernel stacks (--stacks,
 # --errors) that start at the traced function with no frame of the mechanism, the same on
 # every engine (trace-kernel-stacks-*), the outputs other tools load
-# (folded stacks, flame graph, pprof, Chrome trace: trace-exports-*),
+# (folded stacks, flame graph, pprof, Chrome trace: trace-exports-*), bpfmux report naming
+# the frames of a binary gone from a debuginfod server (trace-debuginfod-global),
 # bpfmux inject failing exactly --times calls and refusing functions not on the list,
 # --filter/--min-latency deciding in the kernel which calls count (trace-filter-*),
 # --args printing every argument by its BTF type, stack-passed ones and strings included, and
@@ -51,6 +52,8 @@ if on ours; then
 	# printed (the recorder is the same code on every kernel).
 	run trace-recording-global tc recording global
 	run trace-recording-kprobe-multi tc recording kprobe-multi
+	# bpfmux report naming a gone binary's frames from a local debuginfod server.
+	run trace-debuginfod-global tc debuginfod global
 	run trace-exports-global tc exports global
 	run trace-nulls-global tc nulls global
 	run trace-graph-global tc graph global

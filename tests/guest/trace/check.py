@@ -96,6 +96,16 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              named; exited-stack's run (--stacks) reports its two user stacks
                              named exited_b, exited_a (exited_c), main with counts 3 and 1, the
                              same as live; half of a recording is refused as truncated
+  debuginfod ENGINE          a report that names frames from a debuginfod server: exited-stack
+                             copied, traced (--stacks --record) and deleted; only its debug file
+                             (objcopy --only-keep-debug) on a real debuginfod server (Debian's
+                             debuginfod, on 127.0.0.1 in the guest, -F over one directory);
+                             bpfmux report in a fresh directory with DEBUGINFOD_URLS and an empty
+                             cache names the stacks as the live run did and says it downloaded
+                             1 file; with the server stopped: exit 0, a warning naming the file,
+                             its build ID and "connection refused", the frames of that file
+                             addresses; then with the first report's cache: named again, "1 from
+                             its cache"
   exports ENGINE             outputs for other tools. --stacks of exited-stack with --folded,
                              --flamegraph and --pprof: every folded line ends in the traced
                              getpgid, the counts add up to the summary's calls, those through
@@ -855,6 +865,129 @@ def t_recording(bpfmux, trigger, engine):
         check(p.returncode == 1 and "truncated after" in p.stderr,
               f"a cut recording: exit {p.returncode}, {p.stderr.strip()}")
     finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+DEBUGINFOD_PORT = 8002
+
+
+def report_with(bpfmux, path, env_extra, how):
+    """bpfmux report --json PATH in a fresh directory holding only a copy of the file, with
+    env_extra in the environment: (exit status, summary or None, stderr)."""
+    fresh = tempfile.mkdtemp(prefix="bpfmux-report-")
+    try:
+        shutil.copy(path, fresh)
+        env = dict(os.environ, **env_extra)
+        p = subprocess.run([bpfmux, "report", "--json", "-v", os.path.basename(path)],
+                           cwd=fresh, capture_output=True, text=True, timeout=600, env=env)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    for line in p.stderr.splitlines():
+        print(f"  report stderr ({how}): {line}")
+    try:
+        _, s = parse(p.stdout) if p.returncode == 0 else (None, None)
+    except json.JSONDecodeError as e:
+        check(False, f"{how}: the report's --json is JSON lines ({e})")
+        s = None
+    return p.returncode, s, p.stderr
+
+
+def served(url, deadline):
+    """Whether GET url answers 200 before deadline (time.monotonic())."""
+    import urllib.error
+    import urllib.request
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                if r.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(1)
+    return False
+
+
+def t_debuginfod(bpfmux, trigger, engine):
+    """A recording whose binary is gone, named from a real debuginfod server."""
+    server = shutil.which("debuginfod")
+    check(server is not None, "debuginfod is installed (scripts/install-deps)")
+    if server is None:
+        return
+    work = tempfile.mkdtemp(prefix="bpfmux-debuginfod-")
+    proc = None
+    try:
+        prog = os.path.join(os.path.dirname(trigger), "exited-stack")
+        exe = os.path.join(work, "exited-stack")
+        shutil.copy(prog, exe)
+        served_dir = os.path.join(work, "served")
+        os.mkdir(served_dir)
+        debug = os.path.join(served_dir, "exited-stack.debug")
+        subprocess.run(["objcopy", "--only-keep-debug", exe, debug], check=True)
+        path = os.path.join(work, "exited.jsonl")
+        _, live = traced(bpfmux, exe, engine, ["--stacks", "--record", path], [GETPGID_FUNC],
+                         f"{EXITED_CALLS} {EXITED_LINGER_MS}")
+        if not live:
+            return
+        check_exited_names(live, "live run of the copy")
+        with open(path) as f:
+            ids = {o["build_id"] for o in map(json.loads, f)
+                   if o.get("type") == "object" and o.get("path") == exe}
+        check(len(ids) == 1, f"the recording has the copy's build ID ({ids})")
+        if len(ids) != 1:
+            return
+        build_id = ids.pop()
+        os.unlink(exe)
+        url = f"http://127.0.0.1:{DEBUGINFOD_PORT}"
+        proc = subprocess.Popen([server, "-F", "-p", str(DEBUGINFOD_PORT), "-d",
+                                 os.path.join(work, "db.sqlite"), "-t", "0", "-g", "0",
+                                 served_dir], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        ready = served(f"{url}/buildid/{build_id}/debuginfo", time.monotonic() + 180)
+        check(ready, f"debuginfod on {url} serves the debug file of {build_id}")
+        if not ready:
+            return
+        cache = os.path.join(work, "cache")
+        env = {"DEBUGINFOD_URLS": url, "DEBUGINFOD_CACHE_PATH": cache,
+               "DEBUGINFOD_TIMEOUT": "30"}
+        rc, rs, err = report_with(bpfmux, path, env, "server up")
+        check(rc == 0 and rs is not None, f"with the server: exit {rc}")
+        if rs is None:
+            return
+        check_exited_names(rs, "report with the binary gone, from debuginfod")
+        same_as_live(live.get("stacks"), rs.get("stacks"), "stacks named from debuginfod")
+        check(f"debuginfod: 1 file(s) downloaded from {url}, 0 from its cache" in err
+              and f"named from its debug file from {url}" in err,
+              "the report says what it downloaded, and from where")
+        check(os.path.isfile(os.path.join(cache, build_id, "debuginfo")),
+              "the debug file is in DEBUGINFOD_CACHE_PATH/ID/debuginfo")
+        # The server stopped: a clear warning, addresses, exit 0.
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        proc = None
+        env_cold = dict(env, DEBUGINFOD_CACHE_PATH=os.path.join(work, "cold"))
+        rc, rs, err = report_with(bpfmux, path, env_cold, "server down")
+        check(rc == 0 and rs is not None, f"with the server stopped: exit {rc}")
+        warned = re.search(rf"warning: {re.escape(exe)} \(build ID {build_id}\): not found "
+                           rf"here.*debuginfod debuginfo: {re.escape(url)}: connection refused",
+                           err)
+        check(warned is not None, "a warning names the file, its build ID and the refused "
+              "connection")
+        if rs is not None:
+            frames = [f for st in getpgid_stacks(rs) for f in
+                      st["frames"][st["frames"].index("--") + 1:][:3]]
+            check(frames and all(re.fullmatch(r"0x[0-9a-f]+", f) for f in frames),
+                  f"the file's frames are addresses ({frames})")
+        # The first report's cache alone names them again.
+        rc, rs, err = report_with(bpfmux, path, env, "from the cache")
+        check(rc == 0 and rs is not None
+              and "debuginfod: 0 file(s) downloaded, 1 from its cache" in err,
+              f"from the cache with the server stopped: exit {rc}")
+        if rs is not None:
+            same_as_live(live.get("stacks"), rs.get("stacks"), "stacks named from the cache")
+    finally:
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -2430,7 +2563,7 @@ def main():
      "sigint": t_sigint, "sigterm": t_sigterm, "star": t_star, "sleeper": t_sleeper,
      "fds": t_fds, "star-sigint": t_star_sigint, "star-self": t_star_self, "filter": t_filter,
      "filter-strings": t_filter_strings, "args-types": t_args_types,
-     "record": t_record, "recording": t_recording, "scope-cgroup": t_scope_cgroup,
+     "record": t_record, "recording": t_recording, "debuginfod": t_debuginfod, "scope-cgroup": t_scope_cgroup,
      "scope-pidns": t_scope_pidns}[what](bpfmux, trigger, *rest)
     return 1 if failures else 0
 

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use bpfmux::symbolize::debuginfod::{Debuginfod, Kind};
 use bpfmux::trace::recording::{Found, RecordingError, Replay, SymbolSources};
 use bpfmux::trace::{JsonLines, PlainText, Report};
 
@@ -18,11 +19,17 @@ use super::trace::notes_to;
 User frames are named where the report runs: from the binary at the path the
 process mapped, if it is there with the recorded build ID, else from its debug
 file by build ID (DIR/.build-id/xx/yyyy.debug, DIR from --debug-dir, default
-/usr/lib/debug); frames of a file found nowhere print as addresses, with a
-warning naming the file and its build ID. Kernel frames are named from the
-kernel symbols the recording carries, whatever kernel runs here. Error chains
-print with the time of day they came (in this machine's time zone).
-No debuginfod lookups yet: put debug files in a --debug-dir.
+/usr/lib/debug), else from the debuginfod servers in DEBUGINFOD_URLS (its debug
+file, else the file itself; also the debug file of a binary found here without
+DWARF); frames of a file found nowhere print as addresses, with a warning
+naming the file, its build ID and what each place answered. Kernel frames are
+named from the kernel symbols the recording carries, whatever kernel runs here.
+Error chains print with the time of day they came (in this machine's time zone).
+
+debuginfod: DEBUGINFOD_URLS (servers, space-separated), DEBUGINFOD_CACHE_PATH
+(default ~/.cache/debuginfod_client, shared with elfutils' client),
+DEBUGINFOD_TIMEOUT (seconds to connect and to answer, default 90),
+DEBUGINFOD_MAXSIZE (bytes). A server that cannot be reached is asked once.
 
 Examples:
   bpfmux trace --stacks --errors --record run.jsonl.gz -c 'cat /nope' do_sys_openat2
@@ -30,6 +37,8 @@ Examples:
   bpfmux report --json run.jsonl.gz           as --json printed them
   bpfmux report --debug-dir ./debug run.jsonl.gz
                                              debug files from ./debug/.build-id/
+  DEBUGINFOD_URLS=http://127.0.0.1:8002 bpfmux report run.jsonl.gz
+                                             files not here from a debuginfod server
   bpfmux report -v run.jsonl.gz              also where each file's frames were named from")]
 pub struct Args {
     /// The recording.
@@ -45,6 +54,9 @@ pub struct Args {
     /// default /usr/lib/debug).
     #[arg(long, value_name = "DIR")]
     debug_dir: Vec<PathBuf>,
+    /// Ask no debuginfod server, whatever DEBUGINFOD_URLS says.
+    #[arg(long)]
+    no_debuginfod: bool,
     /// Say where each file's frames were named from, and more of the run.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -78,7 +90,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.debug_dir.is_empty() {
         sources.debug_dirs.clone_from(&args.debug_dir);
     }
+    if !args.no_debuginfod {
+        match Debuginfod::from_env() {
+            Ok(d) => sources.debuginfod = d,
+            Err(e) => eprintln!("{WHO}: warning: no debuginfod lookups: {e}"),
+        }
+    }
     let resolved = replay.resolve(&sources);
+    let (mut downloaded, mut cached) = (Vec::new(), 0);
     for o in &resolved.objects {
         let name = o.path.as_deref().unwrap_or("(unnamed file)");
         let id = o.build_id.as_deref().unwrap_or("none");
@@ -96,8 +115,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     p.display()
                 );
             }
+            Found::Debuginfod(f, kind) => {
+                match &f.server {
+                    Some(url) if !downloaded.contains(url) => downloaded.push(url.clone()),
+                    Some(_) => {}
+                    None => cached += 1,
+                }
+                if args.verbose > 0 {
+                    let what = match kind {
+                        Kind::Debuginfo => "its debug file",
+                        Kind::Executable => "the file",
+                    };
+                    let from = f.server.as_deref().unwrap_or("debuginfod's cache");
+                    eprintln!(
+                        "  {name} (build ID {id}): named from {what} from {from}, {}",
+                        f.file.display()
+                    );
+                }
+            }
             _ => {}
         }
+    }
+    let fetched = resolved
+        .objects
+        .iter()
+        .filter(|o| matches!(&o.found, Found::Debuginfod(f, _) if f.server.is_some()))
+        .count();
+    if fetched + cached > 0 {
+        let from = if downloaded.is_empty() {
+            String::new()
+        } else {
+            format!(" from {}", downloaded.join(", "))
+        };
+        eprintln!("{WHO}: debuginfod: {fetched} file(s) downloaded{from}, {cached} from its cache");
     }
     let notes = notes_to(std::io::stderr(), WHO, args.verbose);
     let out = crate::out::stdout();

@@ -4,6 +4,7 @@
 //! there is one: [`KernelLines`]).
 //! `bpfmux trace` will print stacks through this module.
 
+pub mod debuginfod;
 mod demangle;
 pub mod elf_table;
 mod kernel;

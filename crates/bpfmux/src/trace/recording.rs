@@ -74,6 +74,7 @@ use super::stacks::{kernel_frames, lines, Mechanism, Stack, StackFrame, UserStac
 use super::summary::{StackSummary, Summary, TOP_STACKS};
 use super::Tracer;
 use crate::normalize::capture::{CaptureCache, FileId, Frame, Place};
+use crate::symbolize::debuginfod::{Debuginfod, Fetched, Kind};
 use crate::symbolize::{KernelSpan, KernelSymbolizer, SymResult, SymbolKind, UserSymbolizer};
 
 /// The header's `format`.
@@ -1081,6 +1082,10 @@ pub struct SymbolSources {
     /// Whether a file still at its recorded path (with the recorded build
     /// ID) is used.
     pub paths: bool,
+    /// debuginfod servers, asked last: for the debug file of a file found
+    /// without DWARF, and for a file found nowhere (its debug file, else
+    /// the file itself).
+    pub debuginfod: Option<Debuginfod>,
 }
 
 impl Default for SymbolSources {
@@ -1088,6 +1093,7 @@ impl Default for SymbolSources {
         Self {
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             paths: true,
+            debuginfod: None,
         }
     }
 }
@@ -1095,6 +1101,7 @@ impl Default for SymbolSources {
 impl SymbolSources {
     fn find(&self, o: &RecordedObject) -> Found {
         let mut why = Vec::new();
+        let id = o.build_id.as_deref().filter(|id| id.len() > 2);
         if let (true, Some(p)) = (self.paths, &o.path) {
             let here = File::open(p)
                 .ok()
@@ -1102,28 +1109,75 @@ impl SymbolSources {
                 .flatten()
                 .map(|b| b.to_string());
             match (&o.build_id, here) {
-                (Some(want), Some(got)) if *want == got => return Found::Binary(p.into()),
+                (Some(want), Some(got)) if *want == got => {
+                    // Its DWARF from debuginfod when neither it nor a
+                    // local debug file has any.
+                    if let (Some(d), Some(id)) = (&self.debuginfod, id) {
+                        if !has_dwarf(Path::new(p)) && self.local_debug_file(id).is_none() {
+                            if let Ok(fetched) = d.fetch(id, Kind::Debuginfo) {
+                                return Found::Debuginfod(fetched, Kind::Debuginfo);
+                            }
+                        }
+                    }
+                    return Found::Binary(p.into());
+                }
                 (Some(_), Some(got)) => why.push(format!("{p} has build ID {got}")),
                 (None, _) if Path::new(p).is_file() => return Found::Binary(p.into()),
                 _ => why.push(format!("{p} is not here")),
             }
         }
-        if let Some(id) = o.build_id.as_deref().filter(|id| id.len() > 2) {
-            for d in &self.debug_dirs {
-                let f = d
-                    .join(".build-id")
-                    .join(&id[..2])
-                    .join(format!("{}.debug", &id[2..]));
-                if f.is_file() {
-                    return Found::DebugFile(f);
-                }
-                why.push(format!("no {}", f.display()));
-            }
-        } else {
+        let Some(id) = id else {
             why.push("no build ID recorded".into());
+            return Found::Missing(why.join("; "));
+        };
+        if let Some(f) = self.local_debug_file(id) {
+            return Found::DebugFile(f);
+        }
+        for d in &self.debug_dirs {
+            why.push(format!("no {}", debug_file_in(d, id).display()));
+        }
+        if let Some(d) = &self.debuginfod {
+            for kind in [Kind::Debuginfo, Kind::Executable] {
+                match d.fetch(id, kind) {
+                    Ok(fetched) => return Found::Debuginfod(fetched, kind),
+                    Err(e) => why.push(format!("debuginfod {}: {e}", kind.as_str())),
+                }
+            }
         }
         Found::Missing(why.join("; "))
     }
+
+    /// The first debug file of build ID `id` in the debug directories.
+    fn local_debug_file(&self, id: &str) -> Option<PathBuf> {
+        self.debug_dirs
+            .iter()
+            .map(|d| debug_file_in(d, id))
+            .find(|f| f.is_file())
+    }
+}
+
+/// `DIR/.build-id/xx/yyyy.debug` of build ID `id` (longer than 2).
+fn debug_file_in(dir: &Path, id: &str) -> PathBuf {
+    dir.join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]))
+}
+
+/// Whether the ELF file at `path` has DWARF (a non-empty `.debug_info`).
+fn has_dwarf(path: &Path) -> bool {
+    use object::{Object, ObjectSection};
+    let Ok(f) = File::open(path) else {
+        return false;
+    };
+    // SAFETY: read only; a file changed under the map gives wrong names at
+    // worst (the symbolizer maps it the same way).
+    let Ok(map) = (unsafe { memmap2::Mmap::map(&f) }) else {
+        return false;
+    };
+    object::File::parse(&*map)
+        .ok()
+        .and_then(|o| o.section_by_name(".debug_info").map(|s| s.size() > 0))
+        .unwrap_or(false)
 }
 
 /// Where the frames of a recorded file were named from.
@@ -1133,6 +1187,9 @@ pub enum Found {
     Binary(PathBuf),
     /// Its debug file, by build ID.
     DebugFile(PathBuf),
+    /// From debuginfod (a server or the client's cache): its debug file or
+    /// the file itself.
+    Debuginfod(Fetched, Kind),
     /// Neither: its frames are addresses (why).
     Missing(String),
 }
@@ -1194,8 +1251,20 @@ impl<'a> UserNames<'a> {
             let name = PathBuf::from(o.and_then(|o| o.path.clone()).unwrap_or_default());
             let module = Some(name.clone());
             let results = match (o, self.found.get(&id)) {
-                (Some(_), Some(Found::Binary(p))) => self.usyms.symbolize_file(p, &name, &offsets),
-                (Some(o), Some(Found::DebugFile(d))) => {
+                (
+                    Some(_),
+                    Some(
+                        Found::Binary(p)
+                        | Found::Debuginfod(Fetched { file: p, .. }, Kind::Executable),
+                    ),
+                ) => self.usyms.symbolize_file(p, &name, &offsets),
+                (
+                    Some(o),
+                    Some(
+                        Found::DebugFile(d)
+                        | Found::Debuginfod(Fetched { file: d, .. }, Kind::Debuginfo),
+                    ),
+                ) => {
                     let vaddrs: Vec<Option<u64>> = offsets.iter().map(|&f| o.vaddr(f)).collect();
                     let known: Vec<u64> = vaddrs.iter().flatten().copied().collect();
                     let mut named = self

@@ -216,11 +216,79 @@ fn frames_of_a_file_not_here_are_addresses() {
     let nothing = SymbolSources {
         debug_dirs: vec![scratch("no-such-dir")],
         paths: false,
+        debuginfod: None,
     };
     let got = r.resolve(&nothing);
     let addr = recorded_marker as *const () as u64;
     assert_eq!(got.chains[0].0.user_stack[0], format!("{addr:#x}"));
     assert!(matches!(got.objects[0].found, Found::Missing(_)));
+    let _ = std::fs::remove_file(&m.path);
+}
+
+/// A file found nowhere here comes from a debuginfod server: the file
+/// itself when the server has no debug file; a dead server is named.
+#[test]
+fn frames_of_a_file_not_here_from_debuginfod() {
+    use crate::symbolize::debuginfod::{tests::server, Debuginfod, Kind};
+    let m = make("debuginfod.jsonl");
+    let r = Replay::open(&m.path).unwrap();
+    let (url, asked) = server(|p| match p.ends_with("/executable") {
+        true => (200, std::fs::read("/proc/self/exe").unwrap()),
+        false => (404, Vec::new()),
+    });
+    let cache = scratch("debuginfod-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let client = |url: &str| {
+        Debuginfod::new(
+            vec![url.to_string()],
+            cache.clone(),
+            Duration::from_secs(10),
+            None,
+        )
+        .unwrap()
+    };
+    let sources = SymbolSources {
+        debug_dirs: vec![scratch("no-such-dir")],
+        paths: false,
+        debuginfod: Some(client(&url)),
+    };
+    let got = r.resolve(&sources);
+    assert_eq!(got.chains[0].0.user_stack, m.live_user);
+    match &got.objects[0].found {
+        Found::Debuginfod(f, Kind::Executable) => assert_eq!(f.server.as_deref(), Some(&*url)),
+        other => panic!("{other:?}"),
+    }
+    let id = got.objects[0].build_id.clone().unwrap();
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [
+            format!("/buildid/{id}/debuginfo"),
+            format!("/buildid/{id}/executable")
+        ]
+    );
+    // No server: what each place answered, and addresses.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let _ = std::fs::remove_dir_all(&cache);
+    let got = r.resolve(&SymbolSources {
+        debuginfod: Some(client(&dead)),
+        ..sources
+    });
+    let addr = recorded_marker as *const () as u64;
+    assert_eq!(got.chains[0].0.user_stack[0], format!("{addr:#x}"));
+    match &got.objects[0].found {
+        Found::Missing(why) => assert!(
+            why.ends_with(&format!(
+                "debuginfod debuginfo: {dead}: connection refused; debuginfod executable: \
+                 {dead}: not reached earlier in this run"
+            )),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&cache);
     let _ = std::fs::remove_file(&m.path);
 }
 
