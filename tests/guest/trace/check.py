@@ -74,9 +74,10 @@ usage: check.py BPFMUX TRIGGER CHECK [ARGS...]
                              every address was normalized while the run went on, some from
                              the cache. With --stacks-at-end the same run shows addresses
                              only (the process is gone at the end: the names come from the
-                             capture). A run of the program exiting at once after its calls
-                             is shown as notes (a process that exits before the next scan
-                             keeps addresses: the known limit, not a failure)
+                             capture). The program exiting at once after its calls (-c and
+                             --pid): the same names, every address not normalized before it
+                             exited placed from the build ID and file offset the programs
+                             recorded (user_stacks: failures == by_build_id)
   kernel-stacks ENGINE       kernel stacks start at the traced function, with no frame of the
                              tracing mechanism (BPF programs, trampolines, the global
                              trampoline, ftrace/fprobe/kprobe/rethook glue, JIT addresses) and
@@ -668,7 +669,25 @@ def t_exited_stacks(bpfmux, trigger, engine):
         check(u.get("during_run") is False and u.get("failures", 0) > 0,
               f"--stacks-at-end: its addresses could not be normalized at the end ({u})")
     # --pid: a process started first, traced by pid, gone before the run ends.
-    p = subprocess.Popen([prog, "-w", str(EXITED_CALLS), str(EXITED_LINGER_MS)],
+    pid, s = traced_pid(bpfmux, prog, engine, EXITED_LINGER_MS, "--pid")
+    if s:
+        check(all(st.get("pid") == pid for st in getpgid_stacks(s)),
+              f"--pid: the stacks are process {pid}'s")
+        check_exited_names(s, "--pid")
+    # Exiting at once after the calls, before the loop reads the stacks: named from the
+    # build IDs and file offsets the programs recorded with them (-c and --pid).
+    _, s = traced(bpfmux, prog, engine, ["--stacks"], [GETPGID_FUNC], f"{EXITED_CALLS} 0")
+    if s:
+        check_at_once_names(s, "-c, exiting at once")
+    _, s = traced_pid(bpfmux, prog, engine, 0, "--pid, exiting at once")
+    if s:
+        check_at_once_names(s, "--pid, exiting at once")
+
+
+def traced_pid(bpfmux, prog, engine, linger_ms, how):
+    """exited-stack started first (EXITED_CALLS calls, then linger_ms), traced with --stacks
+    --pid from before its calls until after it exited: (its pid, the summary or None)."""
+    p = subprocess.Popen([prog, "-w", str(EXITED_CALLS), str(linger_ms)],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         pid = int(p.stdout.readline().split()[1])
@@ -684,24 +703,27 @@ def t_exited_stacks(bpfmux, trigger, engine):
             p.kill()
             p.wait()
     check(attached and rc == 0 and rc_trace == 0,
-          f"--pid {pid}: attached, the program exited 0 before the run's end, bpfmux trace "
+          f"{how} {pid}: attached, the program exited 0 before the run's end, bpfmux trace "
           f"exited 0 ({attached}, {rc}, {rc_trace})")
-    check_nothing_attached("--pid")
+    check_nothing_attached(how)
     try:
-        _, s = parse(r.out)
+        return pid, parse(r.out)[1]
     except json.JSONDecodeError as e:
-        s = None
-        check(False, f"--pid: output is JSON lines ({e})")
-    if s:
-        check(all(st.get("pid") == pid for st in getpgid_stacks(s)),
-              f"--pid: the stacks are process {pid}'s")
-        check_exited_names(s, "--pid")
-    # Exiting at once after the calls: whether the loop reads the stacks in time is a
-    # race this design can lose (the mappings die with the process); said, not checked.
-    _, s = traced(bpfmux, prog, engine, ["--stacks"], [GETPGID_FUNC], f"{EXITED_CALLS} 0")
-    if s:
-        names = [(st.get("count"), user_names(st)[:3]) for st in getpgid_stacks(s)]
-        print(f"note - exits at once: user stacks {names}; user_stacks {s.get('user_stacks')}")
+        check(False, f"{how}: output is JSON lines ({e})")
+        return pid, None
+
+def check_at_once_names(s, how):
+    """exited-stack's two user stacks named although the process may have exited before the
+    loop read them: every address it could not normalize was placed by build ID."""
+    stacks = getpgid_stacks(s)
+    got = sorted((st.get("count"), user_names(st)[:3]) for st in stacks)
+    want = sorted((n, chain) for n, chain in EXITED_CHAINS.items())
+    check(got == want, f"{how}: getpgid user stacks {got} (want {want})")
+    u = s.get("user_stacks") or {}
+    check(u.get("failures", 0) == u.get("by_build_id", 0),
+          f"{how}: every address not normalized in time was placed by build ID ({u})")
+    print(f"note - {how}: {u.get('failures', 0)} addresses not normalized in time, "
+          f"{u.get('by_build_id', 0)} placed by build ID")
 
 
 # Frames of the tracing mechanism, none of which may be in a kernel stack: BPF programs and

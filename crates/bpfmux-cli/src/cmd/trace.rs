@@ -709,6 +709,9 @@ pub(super) fn execute(
         kernel_lines: shared.kernel_lines.clone(),
     };
     let mut session = Session::new(tracer, run);
+    if let Some(c) = &child {
+        session.add_stack_files(c.programs.iter().cloned());
+    }
     let recording = exports.take_recording();
     let recording_path = recording.as_ref().map(|w| w.path().display().to_string());
     if let Some(w) = recording {

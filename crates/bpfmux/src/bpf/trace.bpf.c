@@ -52,6 +52,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define MAP_RINGBUF 27
 #define F_NOEXIST 1
 #define F_USER_STACK (1ULL << 8)
+#define F_STACK_BUILD_ID (1U << 5)
 
 /* x86-64 registers as the kernel saves them (kprobe context). */
 struct pt_regs {
@@ -157,6 +158,27 @@ struct {
 	__type(key, struct trace_stack_key);
 	__type(value, __u64);
 } stack_counts SEC(".maps");
+
+/*
+ * User stacks as build ID + file offset per frame, taken the first time a
+ * process shows a stack (ustack_bids: its `stacks` id -> its id here): what
+ * names the frames of a process that exits before user space normalizes
+ * its stack (trace/stacks.rs).
+ */
+struct {
+	__uint(type, MAP_STACK_TRACE);
+	__uint(max_entries, 1);
+	__uint(map_flags, F_STACK_BUILD_ID);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, TRACE_BID_FRAMES * TRACE_BID_FRAME_SIZE);
+} ustacks_bid SEC(".maps");
+
+struct {
+	__uint(type, MAP_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct trace_ustack_key);
+	__type(value, __s32);
+} ustack_bids SEC(".maps");
 
 struct {
 	__uint(type, MAP_PERCPU_ARRAY);
@@ -341,6 +363,19 @@ static __always_inline bool pass_filters(void)
 	return true;
 }
 
+/* The build ID form of user stack `ustack` of `tgid`, the first time it is seen. */
+static __always_inline void record_ustack_bid(void *ctx, __u32 tgid, __s32 ustack)
+{
+	struct trace_ustack_key key = { .tgid = tgid, .ustack = ustack };
+	__s32 id;
+
+	if (ustack < 0 || bpf_map_lookup_elem(&ustack_bids, &key))
+		return;
+	id = bpf_get_stackid(ctx, &ustacks_bid, F_USER_STACK);
+	if (id >= 0)
+		bpf_map_update_elem(&ustack_bids, &key, &id, F_NOEXIST);
+}
+
 static __always_inline void record_stack(void *ctx, __u32 func)
 {
 	struct trace_stack_key key = {
@@ -366,7 +401,9 @@ static __always_inline void record_stack(void *ctx, __u32 func)
 			__sync_fetch_and_add(v, 1);
 		else
 			count_lost(TRACE_LOST_STACKS);
+		return;
 	}
+	record_ustack_bid(ctx, key.tgid, key.ustack);
 }
 
 /* Where a program runs: its context and what it can read there. */
@@ -985,6 +1022,7 @@ static __always_inline void chain_exit(void *ctx, struct call_stack *cs, __u32 j
 		ec->done = 0;
 		ec->kstack = bpf_get_stackid(ctx, &stacks, 0);
 		ec->ustack = bpf_get_stackid(ctx, &stacks, F_USER_STACK);
+		record_ustack_bid(ctx, bpf_get_current_pid_tgid() >> 32, ec->ustack);
 		/* a kernel thread has no user stack: only the kernel's is missed */
 		if (ec->kstack < 0)
 			count_lost(TRACE_LOST_STACKS);

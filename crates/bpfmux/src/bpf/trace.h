@@ -144,6 +144,20 @@ struct trace_stack_key {
 	__s32 ustack;
 };
 
+/* A process's user stack: the key of ustack_bids. */
+struct trace_ustack_key {
+	__u32 tgid;
+	__s32 ustack; /* its id in the stacks map */
+};
+
+/*
+ * Frames of a user stack kept as build ID + file offset, each a struct
+ * bpf_stack_build_id (linux/bpf.h): __s32 status (0 empty, 1 build ID and
+ * offset, 2 address only), 20 bytes of build ID, __u64 offset or address.
+ */
+#define TRACE_BID_FRAMES 64
+#define TRACE_BID_FRAME_SIZE 32
+
 /* One call of an error chain: the outermost traced call first. */
 struct trace_chain_frame {
 	__u32 func;

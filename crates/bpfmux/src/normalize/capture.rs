@@ -36,6 +36,19 @@
 //! cannot be read) is dropped, and its addresses that were not cached
 //! become [`Place::Unknown`] (counted in [`CaptureStats::failures`]).
 //!
+//! # Processes gone before their stack was read
+//!
+//! A process that exits within moments of a call leaves no mappings to
+//! ask. For those, the kernel can record a stack as each frame's file
+//! build ID and file offset instead of its address (`BPF_F_STACK_BUILD_ID`
+//! stack maps); [`CaptureCache::from_build_ids`] turns such frames into
+//! the same [`Place::File`]s, the file found by its build ID among the
+//! files seen so far and the *candidates* the caller names
+//! ([`CaptureCache::add_candidates`]: the traced command's executable, the
+//! tool's own libraries), or else known by its build ID alone (named later
+//! from a debug file or a debuginfod server). Counted in
+//! [`CaptureStats::by_build_id`].
+//!
 //! Not noticed: a process that unmaps a file and maps another one at the
 //! same addresses without an exec (`dlclose`, then `dlopen` of another
 //! library that lands in the same range). Noticing that would take a system
@@ -105,6 +118,21 @@ pub enum Place {
     Unknown,
 }
 
+/// A frame of a user stack as the kernel recorded it with a
+/// `BPF_F_STACK_BUILD_ID` stack map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuildIdFrame {
+    /// In a file with this build ID, at this file offset.
+    File {
+        /// The file's build ID (as the kernel read it).
+        build_id: BuildId,
+        /// Offset in the file.
+        offset: u64,
+    },
+    /// Only the address (no file, or its build ID could not be read).
+    Addr(u64),
+}
+
 /// What a [`CaptureCache`] did, counted per address.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaptureStats {
@@ -118,6 +146,10 @@ pub struct CaptureStats {
     /// Times a process's cached mappings were dropped because its address
     /// space changed (an exec, or the pid reused).
     pub invalidations: u64,
+    /// Of the failures, addresses placed from the build ID and file offset
+    /// the kernel recorded ([`CaptureCache::from_build_ids`]).
+    #[serde(default)]
+    pub by_build_id: u64,
 }
 
 impl CaptureStats {
@@ -167,6 +199,15 @@ impl CapturedFile {
             _ => Err(format!("{why}, and its name no longer leads to it")),
         }
     }
+}
+
+/// Whether two build IDs are the same, one of them maybe zero-padded (the
+/// kernel's stack maps hold 20 bytes whatever the ID's length).
+fn same_build_id(a: &BuildId, b: &BuildId) -> bool {
+    fn trim(b: &[u8]) -> &[u8] {
+        &b[..b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1)]
+    }
+    trim(a.as_bytes()) == trim(b.as_bytes())
 }
 
 /// A cached executable mapping of a process.
@@ -261,6 +302,10 @@ pub struct CaptureCache {
     files: Vec<CapturedFile>,
     by_inode: HashMap<(u32, u32, u64), FileId>,
     kept_files: usize,
+    /// The file of each build ID asked of [`Self::from_build_ids`].
+    by_build_id: HashMap<BuildId, FileId>,
+    /// Files that may have build IDs asked for, and theirs once read.
+    candidates: Vec<(PathBuf, Option<Option<BuildId>>)>,
     round: u64,
     clock: u64,
     stats: CaptureStats,
@@ -289,6 +334,8 @@ impl CaptureCache {
             files: Vec::new(),
             by_inode: HashMap::new(),
             kept_files: 0,
+            by_build_id: HashMap::new(),
+            candidates: Vec::new(),
             round: 1,
             clock: 0,
             stats: CaptureStats::default(),
@@ -387,6 +434,113 @@ impl CaptureCache {
             }
         }
         out
+    }
+
+    /// Names files that frames given by build ID may be in (see the module
+    /// docs): each is read only when a build ID is not found otherwise.
+    pub fn add_candidates(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        for p in paths {
+            if !self.candidates.iter().any(|(c, _)| *c == p) {
+                self.candidates.push((p, None));
+            }
+        }
+    }
+
+    /// Places the [`Place::Unknown`] frames of `frames` from `bid`, the same
+    /// stack as the kernel recorded it by build ID and file offset (innermost
+    /// first, as `frames`; frames past its end stay unknown).
+    pub fn from_build_ids(&mut self, frames: &mut [Frame], bid: &[BuildIdFrame]) {
+        for (f, b) in frames.iter_mut().zip(bid) {
+            if f.place != Place::Unknown {
+                continue;
+            }
+            if let BuildIdFrame::File { build_id, offset } = *b {
+                f.place = Place::File {
+                    file: self.file_by_build_id(build_id),
+                    offset,
+                };
+                self.stats.by_build_id += 1;
+            }
+        }
+    }
+
+    /// The file of `id`: one seen, else a candidate with that build ID
+    /// (opened and kept), else one known by its build ID alone.
+    fn file_by_build_id(&mut self, id: BuildId) -> FileId {
+        if let Some(&f) = self.by_build_id.get(&id) {
+            return f;
+        }
+        let seen = self
+            .files
+            .iter()
+            .position(|f| f.build_id.is_some_and(|b| same_build_id(&b, &id)));
+        let f = match seen {
+            Some(i) => FileId(i as u32),
+            None => self.candidate_file(id).unwrap_or_else(|| {
+                self.push_file(CapturedFile {
+                    name: None,
+                    dev: (0, 0),
+                    inode: 0,
+                    build_id: Some(id),
+                    kept: Err(
+                        "the process was gone, and no file seen here has its build ID".into(),
+                    ),
+                })
+            }),
+        };
+        self.by_build_id.insert(id, f);
+        f
+    }
+
+    /// The candidate file with build ID `id`, opened and added.
+    fn candidate_file(&mut self, id: BuildId) -> Option<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        for (path, known) in &mut self.candidates {
+            if known.is_none() {
+                *known = Some(
+                    File::open(&*path)
+                        .ok()
+                        .and_then(|f| read_build_id(&f).ok().flatten()),
+                );
+            }
+            if !known.flatten().is_some_and(|b| same_build_id(&b, &id)) {
+                continue;
+            }
+            let Ok(file) = File::open(&*path) else {
+                continue;
+            };
+            let Ok(meta) = file.metadata() else {
+                continue;
+            };
+            let dev = meta.dev();
+            let key = (libc::major(dev), libc::minor(dev), meta.ino());
+            if let Some(&f) = self.by_inode.get(&key) {
+                return Some(f);
+            }
+            let name = Some(path.clone());
+            let kept = if self.kept_files >= MAX_KEPT_FILES {
+                Err(format!("more than {MAX_KEPT_FILES} files seen"))
+            } else {
+                Ok(file)
+            };
+            self.kept_files += usize::from(kept.is_ok());
+            let f = self.push_file(CapturedFile {
+                name,
+                dev: (key.0, key.1),
+                inode: key.2,
+                build_id: Some(id),
+                kept,
+            });
+            self.by_inode.insert(key, f);
+            return Some(f);
+        }
+        None
+    }
+
+    fn push_file(&mut self, f: CapturedFile) -> FileId {
+        let id = FileId(self.files.len() as u32);
+        self.files.push(f);
+        id
     }
 
     /// Drops what is kept about `pid` (its mappings; the files stay).
@@ -709,5 +863,61 @@ mod tests {
         s.normalized = 1;
         s.cache_hits = 3;
         assert_eq!(s.hit_rate(), Some(0.75));
+    }
+
+    #[test]
+    fn frames_of_a_gone_process_are_placed_by_build_id() {
+        let exe = PathBuf::from("/usr/bin/true");
+        let id = read_build_id(&File::open(&exe).unwrap()).unwrap().unwrap();
+        // The kernel's 20 bytes, zero-padded for a shorter ID.
+        let mut raw = [0u8; 20];
+        raw[..id.as_bytes().len()].copy_from_slice(id.as_bytes());
+        let kernel_id = BuildId::new(&raw).unwrap();
+        let other = BuildId::new(&[0xab; 20]).unwrap();
+        let mut c = CaptureCache::default();
+        c.add_candidates([PathBuf::from("/nonexistent/x"), exe.clone(), exe.clone()]);
+        let unknown = |addr| Frame {
+            addr,
+            place: Place::Unknown,
+        };
+        let mut frames = [unknown(0x10), unknown(0x20), unknown(0x30), unknown(0x40)];
+        let bid = [
+            BuildIdFrame::File {
+                build_id: kernel_id,
+                offset: 0x1234,
+            },
+            BuildIdFrame::Addr(0x20),
+            BuildIdFrame::File {
+                build_id: other,
+                offset: 0x99,
+            },
+        ];
+        c.from_build_ids(&mut frames, &bid);
+        let Place::File { file, offset } = frames[0].place else {
+            panic!("{frames:?}")
+        };
+        assert_eq!(offset, 0x1234);
+        let f = c.file(file).unwrap();
+        assert_eq!(f.name(), Some(exe.as_path()));
+        assert!(f.path().is_ok());
+        // An address alone, and frames past the recorded ones, stay unknown.
+        assert_eq!(frames[1].place, Place::Unknown);
+        assert_eq!(frames[3].place, Place::Unknown);
+        // No file here has the other build ID: known by it alone.
+        let Place::File {
+            file: o,
+            offset: 0x99,
+        } = frames[2].place
+        else {
+            panic!("{frames:?}")
+        };
+        let f = c.file(o).unwrap();
+        assert_eq!((f.name(), f.build_id()), (None, Some(other)));
+        assert!(f.path().is_err());
+        assert_eq!(c.stats().by_build_id, 2);
+        // The same build ID again: the same file.
+        let mut again = [unknown(0x50)];
+        c.from_build_ids(&mut again, &bid[..1]);
+        assert!(matches!(again[0].place, Place::File { file: f, .. } if f == file));
     }
 }

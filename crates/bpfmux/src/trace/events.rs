@@ -11,6 +11,8 @@ use serde::Serialize;
 use super::btf::{Format, Proto};
 use super::program::{possible_cpus, read_percpu_array, TraceObject, HIST_BUCKETS};
 use super::{Error, Step as _};
+use crate::normalize::capture::BuildIdFrame;
+use crate::normalize::BuildId;
 use crate::symbolize::KernelSymbolizer;
 
 /// Mirrors `struct trace_func_stats`.
@@ -471,6 +473,56 @@ pub fn stack_addrs(obj: &TraceObject, id: u32) -> Result<Vec<u64>, Error> {
     }))
 }
 
+/// User stack `ustack` of process `tgid` as the programs also recorded it,
+/// by build ID and file offset per frame (`ustacks_bid`, the first time
+/// the process showed that stack); `None` when it was not.
+pub fn ustack_build_ids(
+    obj: &TraceObject,
+    tgid: u32,
+    ustack: u32,
+) -> Result<Option<Vec<BuildIdFrame>>, Error> {
+    let mut key = [0u8; 8];
+    key[..4].copy_from_slice(&tgid.to_ne_bytes());
+    key[4..].copy_from_slice(&ustack.to_ne_bytes());
+    let Some(id) = obj
+        .map("ustack_bids")?
+        .lookup(&key, MapFlags::ANY)
+        .step("reading a build ID stack's id")?
+    else {
+        return Ok(None);
+    };
+    let raw = obj
+        .map("ustacks_bid")?
+        .lookup(&id[..4], MapFlags::ANY)
+        .step("reading a build ID stack")?;
+    Ok(raw.map(|raw| build_id_frames(&raw)))
+}
+
+/// Frames of a `BPF_F_STACK_BUILD_ID` stack map value (`struct
+/// bpf_stack_build_id`: status, 20 bytes of build ID, offset or address),
+/// up to the first empty one.
+fn build_id_frames(raw: &[u8]) -> Vec<BuildIdFrame> {
+    const VALID: i32 = 1;
+    const IP: i32 = 2;
+    raw.chunks_exact(32)
+        .map_while(|c| {
+            let status = i32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+            let value = u64_at(c, 24);
+            match status {
+                VALID => Some(match BuildId::new(&c[4..24]) {
+                    Some(build_id) => BuildIdFrame::File {
+                        build_id,
+                        offset: value,
+                    },
+                    None => BuildIdFrame::Addr(0),
+                }),
+                IP => Some(BuildIdFrame::Addr(value)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 pub fn read_stacks(obj: &TraceObject) -> Result<Stacks, Error> {
     let counts_map = obj.map("stack_counts")?;
     let mut out = Stacks::default();
@@ -565,6 +617,34 @@ fn keys_of(map: &impl MapCore, out: &mut Vec<StackKey>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn build_id_frames_stop_at_the_first_empty_one() {
+        let frame = |status: i32, id: u8, value: u64| {
+            let mut f = [0u8; 32];
+            f[..4].copy_from_slice(&status.to_ne_bytes());
+            f[4..24].fill(id);
+            f[24..].copy_from_slice(&value.to_ne_bytes());
+            f
+        };
+        let raw: Vec<u8> = [
+            frame(1, 0xaa, 0x1000),
+            frame(2, 0, 0x7f00),
+            frame(0, 0, 0),
+            frame(1, 0xbb, 1),
+        ]
+        .concat();
+        assert_eq!(
+            build_id_frames(&raw),
+            [
+                BuildIdFrame::File {
+                    build_id: BuildId::new(&[0xaa; 20]).unwrap(),
+                    offset: 0x1000
+                },
+                BuildIdFrame::Addr(0x7f00)
+            ]
+        );
+    }
 
     /// A record as trace.bpf.c writes it: the head, then for an entry the
     /// argument slots, the string heads (len, slot, user) and buffers of

@@ -529,6 +529,9 @@ pub struct Tracer {
     misses_at_detach: Option<u64>,
     /// The tracer's own path, left out of the glob matches.
     pub self_path: SelfPathOutcome,
+    /// The files of this process and the traced one at attach: where user
+    /// frames recorded by build ID are looked for ([`stacks`]).
+    stack_files: Vec<std::path::PathBuf>,
     /// The filter, as compiled for the selection.
     filter: Option<filter::CompiledFilter>,
     /// The pointee reads of each function, to describe what they brought.
@@ -729,6 +732,13 @@ impl Plan {
                 }
             }
         };
+        // Where user frames recorded by build ID may be (see `stacks`): read
+        // before attaching, while the traced process is surely there.
+        let stack_files = if opts.ustack || opts.errors {
+            stacks::candidate_files(opts.filters.tgid)
+        } else {
+            Vec::new()
+        };
         let t1 = Instant::now();
         let mut refused = backend
             .attach(&obj, &targets, ctl)
@@ -776,6 +786,7 @@ impl Plan {
         let reader = Reader::new(n, opts.latency)?;
         Ok(Tracer {
             self_path,
+            stack_files,
             breakdown: backend.breakdown(),
             disarm_error: None,
             misses_at_detach: None,

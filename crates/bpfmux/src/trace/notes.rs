@@ -192,18 +192,16 @@ impl Notes {
     fn user_stack_lines(&self, u: &UserStackTotals) -> Vec<String> {
         let a = &u.addresses;
         let mut out = Vec::new();
-        if a.failures > 0 {
+        // Addresses placed from the build IDs the kernel recorded are not lost.
+        let lost = a.failures.saturating_sub(a.by_build_id);
+        if lost > 0 {
             out.push(format!(
                 "{}user stacks: {} address{} not normalized, shown as addresses (the process \
                  was gone before {} read)",
                 self.prefix,
-                a.failures,
-                if a.failures == 1 { "" } else { "es" },
-                if a.failures == 1 {
-                    "it was"
-                } else {
-                    "they were"
-                },
+                lost,
+                if lost == 1 { "" } else { "es" },
+                if lost == 1 { "it was" } else { "they were" },
             ));
         }
         if self.detail > Detail::Brief {
@@ -220,11 +218,13 @@ impl Notes {
                 .map_or(String::new(), |r| format!(" ({:.0} % hits)", r * 100.0));
             out.push(format!(
                 "  user stacks: {} normalized {when}; addresses: {} asked of the kernel, {} \
-                 from the cache{rate}, {} not normalized; {} exec{} dropped cached mappings",
+                 from the cache{rate}, {} not normalized ({} of them placed by build ID); {} \
+                 exec{} dropped cached mappings",
                 u.stacks,
                 a.normalized,
                 a.cache_hits,
                 a.failures,
+                a.by_build_id,
                 a.invalidations,
                 if a.invalidations == 1 { "" } else { "s" },
             ));

@@ -192,6 +192,10 @@ const EVENTS_BYTES: u32 = 8 << 20;
 const CHAINS_BYTES: u32 = 8 << 20;
 const STACKS: u32 = 16 << 10;
 const STACK_COUNTS: u32 = 64 << 10;
+/// User stacks kept by build ID (2 KiB each, preallocated: 4 MiB): only
+/// the first of each process's stacks, for processes that exit before
+/// their stacks are read.
+const BID_STACKS: u32 = 2 << 10;
 const CALL_STACK_THREADS: u32 = 16 << 10;
 const GRAPH_PATHS: u32 = 64 << 10;
 
@@ -228,6 +232,7 @@ impl TraceObject {
                 "chains" if cfg.errors => Some(CHAINS_BYTES),
                 "stacks" if cfg.kstack || cfg.ustack || cfg.errors => Some(STACKS),
                 "stack_counts" if cfg.kstack || cfg.ustack => Some(STACK_COUNTS),
+                "ustacks_bid" | "ustack_bids" if cfg.ustack || cfg.errors => Some(BID_STACKS),
                 "call_stacks" if cfg.pair_entry_exit || cfg.errors || cfg.graph => {
                     Some(CALL_STACK_THREADS)
                 }

@@ -884,6 +884,7 @@ pub(crate) mod tests {
                 cache_hits: 12,
                 failures: 0,
                 invalidations: 1,
+                by_build_id: 0,
             },
             hit_rate: Some(0.75),
             scans: 7,
@@ -904,19 +905,29 @@ pub(crate) mod tests {
             Some(
                 "  user stacks: 5 normalized as captured (7 scans, 1.2 ms; 1 only at the end); \
                  addresses: 4 asked of the kernel, 12 from the cache (75 % hits), 0 not \
-                 normalized; 1 exec dropped cached mappings"
+                 normalized (0 of them placed by build ID); 1 exec dropped cached mappings"
             )
         );
-        if let Some(u) = s.user_stacks.as_mut() {
-            u.addresses.failures = 3;
+        // Those placed by build ID are not lost.
+        for (by_build_id, said) in [
+            (
+                0,
+                "3 addresses not normalized, shown as addresses (the process was gone before \
+                 they were read)",
+            ),
+            (
+                2,
+                "1 address not normalized, shown as addresses (the process was gone before \
+                 it was read)",
+            ),
+        ] {
+            if let Some(u) = s.user_stacks.as_mut() {
+                u.addresses.failures = 3;
+                u.addresses.by_build_id = by_build_id;
+            }
+            let want = format!("tool: user stacks: {said}");
+            assert_eq!(notes(&s, Detail::Brief).lines().nth(2), Some(want.as_str()));
         }
-        assert_eq!(
-            notes(&s, Detail::Brief).lines().nth(2),
-            Some(
-                "tool: user stacks: 3 addresses not normalized, shown as addresses (the \
-                 process was gone before they were read)"
-            )
-        );
         let mut out = Vec::new();
         JsonLines::new(&mut out, false).summary(&s).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
@@ -924,7 +935,8 @@ pub(crate) mod tests {
             v["user_stacks"],
             serde_json::json!({
                 "during_run": true, "stacks": 5, "at_end": 1, "normalized": 4,
-                "cache_hits": 12, "failures": 3, "invalidations": 1, "hit_rate": 0.75,
+                "cache_hits": 12, "failures": 3, "invalidations": 1, "by_build_id": 2,
+                "hit_rate": 0.75,
                 "scans": 7, "capture_ms": 1.25,
             })
         );

@@ -13,6 +13,7 @@
 //! ```
 
 use std::cell::RefCell;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,17 +96,26 @@ impl Session {
         } else {
             KernelNames::default()
         };
+        let mut ustacks = UserStacks::new(during_run);
+        ustacks.add_candidates(tracer.stack_files.iter().cloned());
         Self {
             tracer,
             run,
             detach_time: Duration::ZERO,
             errors: ErrorTally::default(),
-            ustacks: UserStacks::new(during_run),
+            ustacks,
             read_stacks: None,
             kernel,
             preemptible_reads: None,
             recording: None,
         }
+    }
+
+    /// Names files whose build IDs the frames of processes gone before their
+    /// stacks were read may have (e.g. the program of the command the run
+    /// traces): see [`crate::normalize::capture::CaptureCache::add_candidates`].
+    pub fn add_stack_files(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.ustacks.add_candidates(paths);
     }
 
     /// Records the run to `w` (see [`recording`]): its header now, error

@@ -26,8 +26,14 @@
 //! tenth of its time (the normalization of new stacks is not put off).
 //! Error chains name their user stack: it is normalized as the chain
 //! arrives, before it is printed. A process that exits sooner than that
-//! after a stack is counted cannot be asked any more: its frames stay
-//! addresses, counted in [`CaptureStats::failures`].
+//! after a stack is counted cannot be asked any more: for it, the programs
+//! also record each process's user stack the first time they see it by
+//! build ID and file offset per frame (the `ustacks_bid` map), and its
+//! frames are placed from that ([`CaptureCache::from_build_ids`]), the
+//! files looked for among those this process and the traced one map at
+//! attach (and the `-c` program: [`super::Session::add_stack_files`]); what
+//! the kernel could not read a build ID for stays an address, counted in
+//! [`CaptureStats::failures`] less [`CaptureStats::by_build_id`].
 //!
 //! # Kernel stacks start at the traced function
 //!
@@ -65,7 +71,7 @@ use super::events::{self, StackKey};
 use super::program::TraceObject;
 use super::select::Func;
 use super::{ms, Error, Tracer};
-use crate::normalize::capture::{CaptureCache, CaptureStats, Frame};
+use crate::normalize::capture::{BuildIdFrame, CaptureCache, CaptureStats, Frame, Place};
 use crate::symbolize::{at_source, KernelSymbolizer, SymResult, Symbol, UserSymbolizer};
 
 /// Larger than any kernel function: the address is not in the symbol.
@@ -187,9 +193,35 @@ impl UserStacks {
             return Ok(());
         }
         let addrs = events::stack_addrs(obj, id)?;
-        self.captured
-            .insert((tgid, id), self.cache.normalize(tgid, &addrs));
+        let frames = self.normalize(tgid, &addrs, || {
+            events::ustack_build_ids(obj, tgid, id).ok().flatten()
+        });
+        self.captured.insert((tgid, id), frames);
         Ok(())
+    }
+
+    /// `addrs` of `tgid` normalized; where the process was gone, placed
+    /// from the stack the programs recorded by build ID (`bids`, asked
+    /// only then: see [`CaptureCache::from_build_ids`]).
+    fn normalize(
+        &mut self,
+        tgid: u32,
+        addrs: &[u64],
+        bids: impl FnOnce() -> Option<Vec<BuildIdFrame>>,
+    ) -> Vec<Frame> {
+        let mut frames = self.cache.normalize(tgid, addrs);
+        if frames.iter().any(|f| f.place == Place::Unknown) {
+            if let Some(bids) = bids() {
+                self.cache.from_build_ids(&mut frames, &bids);
+            }
+        }
+        frames
+    }
+
+    /// Files that frames recorded by build ID may be in (see
+    /// [`CaptureCache::add_candidates`]).
+    pub fn add_candidates(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.cache.add_candidates(paths);
     }
 
     /// The frames of user stack `id` of `tgid`, symbolized; `addrs` are
@@ -239,9 +271,12 @@ impl UserStacks {
     /// [`CHAIN_STACKS_KEPT`]) for the next chain of the same stack.
     pub fn chain_lines(&mut self, obj: &TraceObject, tgid: u32, id: u32) -> Vec<String> {
         // A stack that cannot be read shows as nothing, as before.
-        self.chain_lines_with(tgid, id, || {
-            events::stack_addrs(obj, id).unwrap_or_default()
-        })
+        self.chain_lines_with(
+            tgid,
+            id,
+            || events::stack_addrs(obj, id).unwrap_or_default(),
+            || events::ustack_build_ids(obj, tgid, id).ok().flatten(),
+        )
     }
 
     /// [`Self::chain_lines`], the stack's addresses from `addrs` when
@@ -251,6 +286,7 @@ impl UserStacks {
         tgid: u32,
         id: u32,
         addrs: impl FnOnce() -> Vec<u64>,
+        bids: impl FnOnce() -> Option<Vec<BuildIdFrame>>,
     ) -> Vec<String> {
         let key = (tgid, id);
         if self.captured.contains_key(&key) {
@@ -260,7 +296,7 @@ impl UserStacks {
             if self.chain_stacks.len() >= CHAIN_STACKS_KEPT {
                 self.chain_stacks.clear();
             }
-            let frames = self.cache.normalize(tgid, &addrs());
+            let frames = self.normalize(tgid, &addrs(), bids);
             self.chain_normalized += 1;
             self.chain_stacks.insert(key, frames);
         }
@@ -283,6 +319,37 @@ impl UserStacks {
             capture_ms: ms(self.capture_time),
         }
     }
+}
+
+/// The files user frames recorded by build ID may be in, read now: those
+/// this process and the traced one (`tgid`; with -c, its program comes
+/// later, from the caller) map executable.
+pub(crate) fn candidate_files(tgid: Option<u32>) -> Vec<PathBuf> {
+    let mut files = exec_files("self");
+    if let Some(t) = tgid {
+        files.extend(exec_files(&t.to_string()));
+    }
+    files
+}
+
+/// The files process `pid` (a number, or `self`) maps executable, by the
+/// paths its maps file shows (empty when it cannot be read).
+pub(crate) fn exec_files(pid: &str) -> Vec<PathBuf> {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = maps
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(6, ' ');
+            let perms = f.nth(1)?;
+            let path = f.nth(3)?.trim_start();
+            (perms.contains('x') && path.starts_with('/') && !path.ends_with(" (deleted)"))
+                .then(|| PathBuf::from(path))
+        })
+        .collect();
+    out.dedup();
+    out
 }
 
 /// Normalized frames, symbolized.
@@ -979,14 +1046,41 @@ ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
         let me = std::process::id();
         let n = CHAIN_STACKS_KEPT as u32 + 10;
         for id in 0..n {
-            let lines = u.chain_lines_with(me, id, || vec![addr]);
+            let lines = u.chain_lines_with(me, id, || vec![addr], || None);
             assert!(lines[0].contains("chain_marker+0x0"), "{lines:?}");
             assert!(u.chain_stacks.len() <= CHAIN_STACKS_KEPT);
         }
         // Asked again while kept: not normalized again (no addresses).
-        let again = u.chain_lines_with(me, n - 1, Vec::new);
+        let again = u.chain_lines_with(me, n - 1, Vec::new, || None);
         assert!(again[0].contains("chain_marker"), "{again:?}");
         assert_eq!(u.totals().stacks, u64::from(n));
         assert!(u.captured.is_empty());
+    }
+
+    #[test]
+    fn exec_files_are_the_mapped_programs_and_libraries() {
+        let mut c = std::process::Command::new("/bin/sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = c.id().to_string();
+        let mut files = Vec::new();
+        for _ in 0..100 {
+            files = exec_files(&pid);
+            if files.iter().any(|f| f.ends_with("sleep")) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        assert!(files.iter().any(|f| f.ends_with("sleep")), "{files:?}");
+        assert!(
+            files.iter().any(|f| f.to_string_lossy().contains("libc")),
+            "{files:?}"
+        );
+        assert!(exec_files("self")
+            .iter()
+            .any(|f| f.to_string_lossy().contains("libc")));
     }
 }

@@ -3,6 +3,7 @@
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 
 use anyhow::Context as _;
 
@@ -12,6 +13,9 @@ use crate::cmdline::{self, NeedsShell};
 /// so its own calls are all traced and only its process is.
 pub struct Child {
     pub pid: libc::pid_t,
+    /// The programs it runs (the shell's too, under one): where its user
+    /// frames are, when it exits before they are read.
+    pub programs: Vec<std::path::PathBuf>,
     go: Option<OwnedFd>,
     status: Option<i32>,
 }
@@ -81,8 +85,15 @@ impl Child {
             }
         }
         drop(rd);
+        let mut programs = vec![std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+            prog.path.as_bytes(),
+        ))];
+        if prog.shell.is_some() || !prog.script_argv.is_empty() {
+            programs.push(cmdline::SHELL.into());
+        }
         Ok(Self {
             pid,
+            programs,
             go: Some(wr),
             status: None,
         })
