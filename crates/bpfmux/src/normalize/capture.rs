@@ -45,9 +45,10 @@
 //! the same [`Place::File`]s, the file found by its build ID among the
 //! files seen so far and the *candidates* the caller names
 //! ([`CaptureCache::add_candidates`]: the traced command's executable, the
-//! tool's own libraries), or else known by its build ID alone (named later
-//! from a debug file or a debuginfod server). Counted in
-//! [`CaptureStats::by_build_id`].
+//! tool's own libraries), or else known by its build ID alone (an address
+//! here; a recording keeps the build ID and offset, which `bpfmux report`
+//! names from a debuginfod server that has the file itself). Those in a
+//! file found here are counted in [`CaptureStats::by_build_id`].
 //!
 //! Not noticed: a process that unmaps a file and maps another one at the
 //! same addresses without an exec (`dlclose`, then `dlopen` of another
@@ -147,7 +148,9 @@ pub struct CaptureStats {
     /// space changed (an exec, or the pid reused).
     pub invalidations: u64,
     /// Of the failures, addresses placed from the build ID and file offset
-    /// the kernel recorded ([`CaptureCache::from_build_ids`]).
+    /// the kernel recorded, in a file found here
+    /// ([`CaptureCache::from_build_ids`]; those in a file known by its
+    /// build ID alone stay failures).
     #[serde(default)]
     pub by_build_id: u64,
 }
@@ -455,11 +458,13 @@ impl CaptureCache {
                 continue;
             }
             if let BuildIdFrame::File { build_id, offset } = *b {
-                f.place = Place::File {
-                    file: self.file_by_build_id(build_id),
-                    offset,
-                };
-                self.stats.by_build_id += 1;
+                let file = self.file_by_build_id(build_id);
+                f.place = Place::File { file, offset };
+                // Named here only if the file is: else it stays a failure
+                // (an address now; its build ID kept for a recording).
+                if self.files[file.0 as usize].name.is_some() {
+                    self.stats.by_build_id += 1;
+                }
             }
         }
     }
@@ -914,7 +919,8 @@ mod tests {
         let f = c.file(o).unwrap();
         assert_eq!((f.name(), f.build_id()), (None, Some(other)));
         assert!(f.path().is_err());
-        assert_eq!(c.stats().by_build_id, 2);
+        // Only the frame in a file found here counts as placed.
+        assert_eq!(c.stats().by_build_id, 1);
         // The same build ID again: the same file.
         let mut again = [unknown(0x50)];
         c.from_build_ids(&mut again, &bid[..1]);

@@ -1130,14 +1130,22 @@ impl SymbolSources {
             why.push("no build ID recorded".into());
             return Found::Missing(why.join("; "));
         };
-        if let Some(f) = self.local_debug_file(id) {
-            return Found::DebugFile(f);
-        }
-        for d in &self.debug_dirs {
-            why.push(format!("no {}", debug_file_in(d, id).display()));
-        }
+        // A debug file places file offsets through the segments recorded
+        // from the file; a file the capture knew by build ID alone has none.
+        let kinds: &[Kind] = if o.segments.is_empty() {
+            why.push("no segments recorded, so no debug file can place its offsets".into());
+            &[Kind::Executable]
+        } else {
+            if let Some(f) = self.local_debug_file(id) {
+                return Found::DebugFile(f);
+            }
+            for d in &self.debug_dirs {
+                why.push(format!("no {}", debug_file_in(d, id).display()));
+            }
+            &[Kind::Debuginfo, Kind::Executable]
+        };
         if let Some(d) = &self.debuginfod {
-            for kind in [Kind::Debuginfo, Kind::Executable] {
+            for &kind in kinds {
                 match d.fetch(id, kind) {
                     Ok(fetched) => return Found::Debuginfod(fetched, kind),
                     Err(e) => why.push(format!("debuginfod {}: {e}", kind.as_str())),

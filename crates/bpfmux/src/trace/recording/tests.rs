@@ -266,6 +266,20 @@ fn frames_of_a_file_not_here_from_debuginfod() {
             format!("/buildid/{id}/executable")
         ]
     );
+    // A file recorded without segments (known by build ID alone at capture): no debug
+    // file can place its offsets, so only the file itself is asked for.
+    let mut bare = Replay::open(&m.path).unwrap();
+    for o in bare.objects.values_mut() {
+        o.segments.clear();
+    }
+    asked.lock().unwrap().clear();
+    let _ = std::fs::remove_dir_all(&cache);
+    let got = bare.resolve(&sources);
+    assert_eq!(got.chains[0].0.user_stack, m.live_user);
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [format!("/buildid/{id}/executable")]
+    );
     // No server: what each place answered, and addresses.
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
