@@ -71,7 +71,9 @@ use super::events::{self, StackKey};
 use super::program::TraceObject;
 use super::select::Func;
 use super::{ms, Error, Tracer};
-use crate::normalize::capture::{BuildIdFrame, CaptureCache, CaptureStats, Frame, Place};
+use crate::normalize::capture::{
+    exec_files, BuildIdFrame, CaptureCache, CaptureStats, Frame, Place,
+};
 use crate::symbolize::{at_source, KernelSymbolizer, SymResult, Symbol, UserSymbolizer};
 
 /// Larger than any kernel function: the address is not in the symbol.
@@ -330,26 +332,6 @@ pub(crate) fn candidate_files(tgid: Option<u32>) -> Vec<PathBuf> {
         files.extend(exec_files(&t.to_string()));
     }
     files
-}
-
-/// The files process `pid` (a number, or `self`) maps executable, by the
-/// paths its maps file shows (empty when it cannot be read).
-pub(crate) fn exec_files(pid: &str) -> Vec<PathBuf> {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = maps
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(6, ' ');
-            let perms = f.nth(1)?;
-            let path = f.nth(3)?.trim_start();
-            (perms.contains('x') && path.starts_with('/') && !path.ends_with(" (deleted)"))
-                .then(|| PathBuf::from(path))
-        })
-        .collect();
-    out.dedup();
-    out
 }
 
 /// Normalized frames, symbolized.
