@@ -69,6 +69,10 @@ for k in "$@"; do
 	boots+=("$k|1||$one_cpu_parts" "$k|2|--insn-hazards --single-thread|$insn_parts")
 done
 
+# What the guests leave for the host checks below: only this run's.
+handoff=$repo/build/guest-handoff
+rm -rf "$handoff"
+
 out=$(mktemp -d /tmp/bpfmux-guest.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 
@@ -124,7 +128,27 @@ for i in "${!boots[@]}"; do
 done
 wait
 
-passed=0 failed=0
+# On the host, once the guests are done: the recording a guest made (suite.d/30,
+# trace-debuginfod-global) reported here with a local debuginfod, another machine than
+# the one that recorded it.
+host_checks() {
+	local k=$1
+	echo "=================== host: $k's recording reported on the host"
+	python3 "$here/trace/check.py" "$repo/target/debug/bpfmux" - host-debuginfod \
+		"$handoff/$k/debuginfod"
+}
+host_passed=0 host_failed=0
+for k in "$@"; do
+	[ "$k" = ours ] || continue
+	if host_checks "$k"; then
+		host_passed=$((host_passed + 1))
+	else
+		host_failed=$((host_failed + 1))
+		echo "FAIL host-debuginfod-$k"
+	fi
+done
+
+passed=$host_passed failed=$host_failed
 for i in "${!boots[@]}"; do
 	if [ -f "$out/$i.res" ]; then
 		read -r p f <"$out/$i.res"

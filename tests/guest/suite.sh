@@ -16,6 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 bin=$repo/build/guest
 bpfmux=$repo/target/debug/bpfmux
+# What a check leaves for the host to read after the guest has gone (tests/guest/run.sh).
+export BPFMUX_HANDOFF=$repo/build/guest-handoff/$kernel
 passed=0 failed=0
 
 run() {

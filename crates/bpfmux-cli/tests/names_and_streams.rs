@@ -1,12 +1,15 @@
 //! What `bpfmux maps` and `bpfmux sym` print for names that are bytes, not
-//! text, on failed `--json` runs, and for addresses streamed on standard
-//! input by a caller who waits for each answer. Runs on the host (as root:
-//! reads other processes' maps).
+//! text, on failed `--json` runs, for addresses streamed on standard input
+//! by a caller who waits for each answer, and for a stripped program whose
+//! debug file only an HTTP server has (a debuginfod's URL layout, served by
+//! Python's http.server), by process and by file. Runs on the host (as
+//! root: reads other processes' maps); needs cc, binutils and python3.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn bpfmux() -> Command {
@@ -249,4 +252,169 @@ fn help_states_the_input_line_limit() {
         let help = String::from_utf8_lossy(&out.stdout);
         assert!(help.contains("at most 64 KiB"), "{verb}: {help}");
     }
+}
+
+fn ok(c: &mut Command) -> Output {
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("{c:?} (cc, binutils and python3 are needed): {e}"));
+    assert!(
+        out.status.success(),
+        "{c:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Where `pid` maps file offset 0 of the file whose name ends with `name`.
+fn load_base(pid: u32, name: &str) -> u64 {
+    for _ in 0..400 {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let hit = maps.lines().find(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 6 && f[2] == "00000000" && f[5].ends_with(name)
+        });
+        if let Some(l) = hit {
+            return u64::from_str_radix(l.split('-').next().unwrap(), 16).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("{name} never mapped");
+}
+
+#[test]
+fn sym_names_a_stripped_program_from_debuginfod() {
+    let dir = Scratch::new("sym-debuginfod");
+    let src = dir.0.join("prog.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n\
+         static int __attribute__((noinline)) hidden_helper(int x)\n{\n\treturn x * 3 + 1;\n}\n\
+         int main(int argc, char **argv)\n{\n\t(void)argv;\n\twhile (getchar() != EOF)\n\
+         \t\targc = hidden_helper(argc);\n\treturn argc;\n}\n",
+    )
+    .unwrap();
+    let exe = dir.0.join("prog");
+    let debug = dir.0.join("prog.debug");
+    ok(Command::new("cc")
+        .args(["-g", "-O1", "-Wl,--build-id", "-o"])
+        .arg(&exe)
+        .arg(&src));
+    ok(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&exe)
+        .arg(&debug));
+    let full = dir.0.join("prog.full");
+    std::fs::copy(&exe, &full).unwrap();
+    ok(Command::new("strip").arg("-s").arg(&exe));
+    let id = bpfmux::normalize::read_build_id(&std::fs::File::open(&exe).unwrap())
+        .unwrap()
+        .expect("a build ID")
+        .to_string();
+    // debuginfod's layout: /buildid/ID/debuginfo.
+    let served = dir.0.join("served");
+    std::fs::create_dir_all(served.join("buildid").join(&id)).unwrap();
+    std::fs::copy(&debug, served.join("buildid").join(&id).join("debuginfo")).unwrap();
+    let nm = ok(Command::new("nm").arg(&debug));
+    let vaddr = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .find(|l| l.ends_with(" hidden_helper"))
+        .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+        .expect("hidden_helper in the debug file");
+
+    let mut http = Command::new("python3");
+    http.args([
+        "-u",
+        "-m",
+        "http.server",
+        "--bind",
+        "127.0.0.1",
+        "0",
+        "--directory",
+    ])
+    .arg(&served)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    let mut http = Kill(http.spawn().unwrap());
+    let mut line = String::new();
+    BufReader::new(http.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .split_whitespace()
+        .skip_while(|w| *w != "port")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    let url = format!("http://127.0.0.1:{port}");
+
+    let prog = Kill(Command::new(&exe).stdin(Stdio::piped()).spawn().unwrap());
+    let pid = prog.0.id();
+    let addr = format!("{:#x}", load_base(pid, "/prog") + vaddr + 1);
+    let cache = dir.0.join("cache");
+    let sym = |extra: &[&str]| {
+        let out = ok(Command::new(env!("CARGO_BIN_EXE_bpfmux"))
+            .args(["sym", "--pid", &pid.to_string()])
+            .args(extra)
+            .arg(&addr)
+            .env("DEBUGINFOD_URLS", &url)
+            .env("DEBUGINFOD_CACHE_PATH", &cache));
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let named = |out: &str| out.contains(" hidden_helper+0x1 at ") && out.contains("prog.c:");
+
+    let (out, err) = sym(&["--no-debuginfod"]);
+    assert!(!named(&out) && err.is_empty(), "{out}{err}");
+    let (out, err) = sym(&[]);
+    assert!(named(&out), "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "bpfmux sym: debuginfod: 1 file(s) downloaded from {url}, 0 from its cache"
+        )),
+        "{err}"
+    );
+    assert!(Path::new(&cache).join(&id).join("debuginfo").is_file());
+    let (out, err) = sym(&[]);
+    assert!(named(&out), "{out}{err}");
+    assert!(
+        err.contains("bpfmux sym: debuginfod: 0 file(s) downloaded, 1 from its cache"),
+        "{err}"
+    );
+    drop(prog);
+
+    // --file: the same place in the files, no process. The unstripped
+    // build by virtual address and by file offset; the stripped one from
+    // the debuginfod cache.
+    let file_sym = |file: &Path, extra: &[&str], at: u64| {
+        let out = ok(Command::new(env!("CARGO_BIN_EXE_bpfmux"))
+            .arg("sym")
+            .arg("--file")
+            .arg(file)
+            .args(extra)
+            .arg(format!("{at:#x}"))
+            .env("DEBUGINFOD_URLS", &url)
+            .env("DEBUGINFOD_CACHE_PATH", &cache));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let by_file = |out: &str| out.contains(" hidden_helper+0x1 at ") && out.contains("prog.c:");
+    let out = file_sym(&full, &["--no-debuginfod"], vaddr + 1);
+    assert!(by_file(&out), "{out}");
+    let readelf = ok(Command::new("readelf").arg("-lW").arg(&full));
+    let off = String::from_utf8_lossy(&readelf.stdout)
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.first() == Some(&"LOAD"))
+        .find_map(|f| {
+            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+            let (o, v, size) = (hex(f[1])?, hex(f[2])?, hex(f[4])?);
+            (v..v + size).contains(&vaddr).then(|| vaddr - v + o)
+        })
+        .expect("a PT_LOAD holds the helper");
+    let out = file_sym(&full, &["--no-debuginfod", "--file-offsets"], off + 1);
+    assert!(by_file(&out), "{out}");
+    assert!(!by_file(&file_sym(&exe, &["--no-debuginfod"], vaddr + 1)));
+    let out = file_sym(&exe, &[], vaddr + 1);
+    assert!(by_file(&out), "{out}");
 }

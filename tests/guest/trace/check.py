@@ -203,6 +203,7 @@ import queue
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -929,45 +930,36 @@ def served(url, deadline):
     return False
 
 
-def t_debuginfod(bpfmux, trigger, engine):
-    """A recording whose binary is gone, named from a real debuginfod server."""
+def start_debuginfod(server, port, served_dir, work, build_id):
+    """Debian's debuginfod serving served_dir on 127.0.0.1:port, once it answers for build_id:
+    (its process or None, its URL)."""
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([server, "-F", "-p", str(port), "-d",
+                             os.path.join(work, "db.sqlite"), "-t", "0", "-g", "0",
+                             served_dir], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    ready = served(f"{url}/buildid/{build_id}/debuginfo", time.monotonic() + 180)
+    check(ready, f"debuginfod on {url} serves the debug file of {build_id}")
+    if not ready:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None, url
+    return proc, url
+
+
+def debuginfod_reports(bpfmux, path, served_dir, build_id, exe, live, work, port):
+    """bpfmux report of the recording at path (its binary exe gone), in a fresh directory,
+    with a real debuginfod serving served_dir: the same stacks as the live run; with the
+    server stopped, a warning and addresses; then from the first report's cache alone."""
     server = shutil.which("debuginfod")
     check(server is not None, "debuginfod is installed (scripts/install-deps)")
     if server is None:
         return
-    work = tempfile.mkdtemp(prefix="bpfmux-debuginfod-")
-    proc = None
+    check(not os.path.exists(exe), f"the recorded binary {exe} is not here")
+    proc, url = start_debuginfod(server, port, served_dir, work, build_id)
+    if proc is None:
+        return
     try:
-        prog = os.path.join(os.path.dirname(trigger), "exited-stack")
-        exe = os.path.join(work, "exited-stack")
-        shutil.copy(prog, exe)
-        served_dir = os.path.join(work, "served")
-        os.mkdir(served_dir)
-        debug = os.path.join(served_dir, "exited-stack.debug")
-        subprocess.run(["objcopy", "--only-keep-debug", exe, debug], check=True)
-        path = os.path.join(work, "exited.jsonl")
-        _, live = traced(bpfmux, exe, engine, ["--stacks", "--record", path], [GETPGID_FUNC],
-                         f"{EXITED_CALLS} {EXITED_LINGER_MS}")
-        if not live:
-            return
-        check_exited_names(live, "live run of the copy")
-        with open(path) as f:
-            ids = {o["build_id"] for o in map(json.loads, f)
-                   if o.get("type") == "object" and o.get("path") == exe}
-        check(len(ids) == 1, f"the recording has the copy's build ID ({ids})")
-        if len(ids) != 1:
-            return
-        build_id = ids.pop()
-        os.unlink(exe)
-        url = f"http://127.0.0.1:{DEBUGINFOD_PORT}"
-        proc = subprocess.Popen([server, "-F", "-p", str(DEBUGINFOD_PORT), "-d",
-                                 os.path.join(work, "db.sqlite"), "-t", "0", "-g", "0",
-                                 served_dir], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-        ready = served(f"{url}/buildid/{build_id}/debuginfo", time.monotonic() + 180)
-        check(ready, f"debuginfod on {url} serves the debug file of {build_id}")
-        if not ready:
-            return
         cache = os.path.join(work, "cache")
         env = {"DEBUGINFOD_URLS": url, "DEBUGINFOD_CACHE_PATH": cache,
                "DEBUGINFOD_TIMEOUT": "30"}
@@ -1010,6 +1002,105 @@ def t_debuginfod(bpfmux, trigger, engine):
         if proc is not None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def t_debuginfod(bpfmux, trigger, engine):
+    """A recording whose binary is gone, named from a real debuginfod server; the live run of
+    a stripped copy named from it too. With $BPFMUX_HANDOFF set, the recording, the debug file
+    and the live summary are left there for the host to report (check.py - - host-debuginfod)."""
+    server = shutil.which("debuginfod")
+    check(server is not None, "debuginfod is installed (scripts/install-deps)")
+    if server is None:
+        return
+    work = tempfile.mkdtemp(prefix="bpfmux-debuginfod-")
+    proc = None
+    try:
+        prog = os.path.join(os.path.dirname(trigger), "exited-stack")
+        exe = os.path.join(work, "exited-stack")
+        shutil.copy(prog, exe)
+        served_dir = os.path.join(work, "served")
+        os.mkdir(served_dir)
+        debug = os.path.join(served_dir, "exited-stack.debug")
+        subprocess.run(["objcopy", "--only-keep-debug", exe, debug], check=True)
+        path = os.path.join(work, "exited.jsonl")
+        _, live = traced(bpfmux, exe, engine, ["--stacks", "--record", path], [GETPGID_FUNC],
+                         f"{EXITED_CALLS} {EXITED_LINGER_MS}")
+        if not live:
+            return
+        check_exited_names(live, "live run of the copy")
+        with open(path) as f:
+            ids = {o["build_id"] for o in map(json.loads, f)
+                   if o.get("type") == "object" and o.get("path") == exe}
+        check(len(ids) == 1, f"the recording has the copy's build ID ({ids})")
+        if len(ids) != 1:
+            return
+        build_id = ids.pop()
+        handoff = os.environ.get("BPFMUX_HANDOFF")
+        if handoff:
+            d = os.path.join(handoff, "debuginfod")
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(os.path.join(d, "served"))
+            shutil.copy(path, d)
+            shutil.copy(debug, os.path.join(d, "served"))
+            with open(os.path.join(d, "meta.json"), "w") as f:
+                json.dump({"exe": exe, "build_id": build_id, "live": live}, f)
+            print(f"  left the recording for the host in {d}")
+        # A stripped copy traced live: its frames named from the server's debug file.
+        stripped = os.path.join(work, "stripped", "exited-stack")
+        os.mkdir(os.path.dirname(stripped))
+        subprocess.run(["strip", "-s", "-o", stripped, exe], check=True)
+        proc, url = start_debuginfod(server, DEBUGINFOD_PORT, served_dir, work, build_id)
+        if proc is None:
+            return
+        env = dict(os.environ, DEBUGINFOD_URLS=url,
+                   DEBUGINFOD_CACHE_PATH=os.path.join(work, "live-cache"))
+        _, s = traced(bpfmux, stripped, engine, ["--stacks"], [GETPGID_FUNC],
+                      f"{EXITED_CALLS} {EXITED_LINGER_MS}", env=env)
+        if s:
+            check_exited_names(s, "live run of the stripped copy, debug file from debuginfod")
+            check(f"bpfmux trace: debuginfod: 1 file(s) downloaded from {url}, 0 from its cache"
+                  in last_stderr, "bpfmux trace says what it downloaded, and from where")
+        # The control: without debuginfod the stripped copy's frames have no such names.
+        _, s = traced(bpfmux, stripped, engine, ["--stacks", "--no-debuginfod"],
+                      [GETPGID_FUNC], f"{EXITED_CALLS} {EXITED_LINGER_MS}", env=env)
+        if s:
+            names = sorted(user_names(st)[:3] for st in getpgid_stacks(s))
+            check(names and not any(n in EXITED_CHAINS.values() for n in names),
+                  f"--no-debuginfod: the stripped copy's frames are not named so ({names})")
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        proc = None
+        os.unlink(exe)
+        debuginfod_reports(bpfmux, path, served_dir, build_id, exe, live, work,
+                           DEBUGINFOD_PORT)
+    finally:
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def host_debuginfod(bpfmux, handoff):
+    """On the host: the guest's recording (t_debuginfod, left in handoff) reported in a fresh
+    directory with only the recording and a local debuginfod serving the debug file."""
+    bpfmux, handoff = os.path.abspath(bpfmux), os.path.abspath(handoff)
+    meta = os.path.join(handoff, "meta.json")
+    check(os.path.isfile(meta), f"the guest left its recording in {handoff}")
+    if not os.path.isfile(meta):
+        return
+    with open(meta) as f:
+        m = json.load(f)
+    work = tempfile.mkdtemp(prefix="bpfmux-host-debuginfod-")
+    try:
+        served_dir = os.path.join(work, "served")
+        shutil.copytree(os.path.join(handoff, "served"), served_dir)
+        with socket.socket() as so:
+            so.bind(("127.0.0.1", 0))
+            port = so.getsockname()[1]
+        print(f"  host: {os.uname().release}, the guest's recording of {m['exe']}")
+        debuginfod_reports(bpfmux, os.path.join(handoff, "exited.jsonl"), served_dir,
+                           m["build_id"], m["exe"], m["live"], work, port)
+    finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -2575,6 +2666,9 @@ def t_star_sigint(bpfmux, trigger, engine, secs):
 def main():
     global links_tool
     bpfmux, trigger, what, *rest = sys.argv[1:]
+    if what == "host-debuginfod":
+        host_debuginfod(bpfmux, *rest)
+        return 1 if failures else 0
     links_tool = os.path.join(os.path.dirname(trigger), "trace-links")
     check_nothing_attached("earlier checks (before this one)")
     {"count": t_count, "glob": t_glob, "args": t_args, "unknown": t_unknown, "own": t_own,

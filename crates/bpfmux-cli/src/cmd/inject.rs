@@ -86,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         which: &args.which,
         verbose: args.verbose,
         kernel_lines: None,
+        debuginfod: None,
     };
     let scope = shared.check()?;
     let opts = trace::TraceOptions {

@@ -1,3 +1,4 @@
+pub mod debuginfod;
 pub mod features;
 pub mod inject;
 pub mod maps;

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use bpfmux::symbolize::debuginfod::{Debuginfod, Kind};
+use bpfmux::symbolize::debuginfod::Kind;
 use bpfmux::trace::recording::{Found, RecordingError, Replay, SymbolSources};
 use bpfmux::trace::{JsonLines, PlainText, Report};
 
@@ -90,14 +90,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.debug_dir.is_empty() {
         sources.debug_dirs.clone_from(&args.debug_dir);
     }
-    if !args.no_debuginfod {
-        match Debuginfod::from_env() {
-            Ok(d) => sources.debuginfod = d,
-            Err(e) => eprintln!("{WHO}: warning: no debuginfod lookups: {e}"),
-        }
-    }
+    sources.debuginfod = super::debuginfod::client(WHO, args.no_debuginfod);
     let resolved = replay.resolve(&sources);
-    let (mut downloaded, mut cached) = (Vec::new(), 0);
+    let mut tally = super::debuginfod::Tally::default();
     for o in &resolved.objects {
         let name = o.path.as_deref().unwrap_or("(unnamed file)");
         let id = o.build_id.as_deref().unwrap_or("none");
@@ -116,11 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
             Found::Debuginfod(f, kind) => {
-                match &f.server {
-                    Some(url) if !downloaded.contains(url) => downloaded.push(url.clone()),
-                    Some(_) => {}
-                    None => cached += 1,
-                }
+                tally.add(f);
                 if args.verbose > 0 {
                     let what = match kind {
                         Kind::Debuginfo => "its debug file",
@@ -136,19 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             _ => {}
         }
     }
-    let fetched = resolved
-        .objects
-        .iter()
-        .filter(|o| matches!(&o.found, Found::Debuginfod(f, _) if f.server.is_some()))
-        .count();
-    if fetched + cached > 0 {
-        let from = if downloaded.is_empty() {
-            String::new()
-        } else {
-            format!(" from {}", downloaded.join(", "))
-        };
-        eprintln!("{WHO}: debuginfod: {fetched} file(s) downloaded{from}, {cached} from its cache");
-    }
+    tally.tell(WHO);
     let notes = notes_to(std::io::stderr(), WHO, args.verbose);
     let out = crate::out::stdout();
     let fields = replay.fields();

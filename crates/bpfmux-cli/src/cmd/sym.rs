@@ -2,7 +2,9 @@
 
 use std::io::Write;
 
-use anyhow::bail;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
 use bpfmux::normalize::display_name;
 use bpfmux::symbolize::{
     at_source, KernelLines, KernelSymbolizer, SymResult, SymbolKind, Symbolized, UserSymbolizer,
@@ -11,9 +13,10 @@ use bpfmux::symbolize::{
 use crate::input::Addrs;
 use crate::out::JsonArray;
 
-/// Symbolize user addresses of a process or kernel addresses.
+/// Symbolize user addresses of a process, offsets in an ELF file, or kernel
+/// addresses.
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "kernel"])))]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "kernel", "file"])))]
 #[command(after_help = "\
 Each answer is function+offset, with file:line where DWARF has it; calls
 inlined at the address follow on lines of their own (`inlined NAME at
@@ -44,11 +47,25 @@ meanwhile keeps the answers given; later ones come from the mappings
 already read, where they cover the address, and are named from the files
 already looked up (kept open), as they were while it lived.
 
+With --file PATH the addresses are in that ELF file, no process needed:
+virtual addresses as its program headers place them (as addr2line -e takes
+them), or file offsets with --file-offsets (what normalized frames keep:
+bpfmux maps, a recording's user frames); answers name PATH as the binary.
+
+A file with no DWARF and no debug file installed here (by build ID below
+/usr/lib/debug/.build-id/, or by .gnu_debuglink) is named from the debug file
+the debuginfod servers in DEBUGINFOD_URLS have for its build ID, when they
+have one (see bpfmux report --help for the variables); --no-debuginfod asks
+none.
+
 Examples:
   bpfmux sym --pid 1234 0x55d0c0ffee00 0x7f3a12345678
   bpfmux sym --kernel ffffffff81234567
   bpfmux sym --kernel --vmlinux auto ffffffff81234567
-  cut -d' ' -f2 stack.txt | bpfmux sym --pid 1234 --json")]
+  cut -d' ' -f2 stack.txt | bpfmux sym --pid 1234 --json
+  bpfmux sym --file /usr/bin/python3.11 0x1f4e20
+  bpfmux sym --file /lib/x86_64-linux-gnu/libc.so.6 --file-offsets 0x27cd0
+  DEBUGINFOD_URLS=http://127.0.0.1:8002 bpfmux sym --pid 1234 0x55d0c0ffee00")]
 pub struct Args {
     /// Process whose addresses these are.
     #[arg(long)]
@@ -56,6 +73,13 @@ pub struct Args {
     /// The addresses are kernel addresses (resolved via /proc/kallsyms).
     #[arg(long)]
     kernel: bool,
+    /// The addresses are in this ELF file: virtual addresses as its
+    /// program headers give them, or file offsets with --file-offsets.
+    #[arg(long, value_name = "PATH")]
+    file: Option<PathBuf>,
+    /// With --file: the addresses are file offsets.
+    #[arg(long, requires = "file")]
+    file_offsets: bool,
     /// With --kernel: file:line and inlined calls from the running kernel's
     /// vmlinux with DWARF, PATH or found in the usual places ('auto').
     #[arg(long, value_name = "PATH|auto", conflicts_with = "pid")]
@@ -63,6 +87,9 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Ask no debuginfod server, whatever DEBUGINFOD_URLS says.
+    #[arg(long, conflicts_with = "kernel")]
+    no_debuginfod: bool,
     /// Addresses (hex); none or '-': read them from standard input.
     #[arg(value_name = "ADDR")]
     addrs: Vec<String>,
@@ -70,27 +97,52 @@ pub struct Args {
 
 enum Target {
     User(u32, Box<UserSymbolizer>),
+    File(PathBuf, Box<UserSymbolizer>),
     Kernel(KernelSymbolizer),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let addrs = Addrs::from_args(&args.addrs, true)?;
-    let mut target = match (args.pid, args.kernel) {
-        (Some(pid), false) => Target::User(pid, Box::default()),
-        (None, true) => {
+    let user = || {
+        let client = super::debuginfod::client(WHO, args.no_debuginfod);
+        Box::new(UserSymbolizer::default().with_debuginfod(client))
+    };
+    let mut target = match (args.pid, args.kernel, &args.file) {
+        (Some(pid), false, None) => Target::User(pid, user()),
+        (None, false, Some(path)) => {
+            // Refused now, not once per answer.
+            let meta = std::fs::metadata(path).with_context(|| path.display().to_string())?;
+            if !meta.is_file() {
+                bail!("{}: not a regular file", path.display());
+            }
+            Target::File(path.clone(), user())
+        }
+        (None, true, None) => {
             let k = KernelSymbolizer::load()?;
             Target::Kernel(match args.vmlinux.as_deref() {
                 None => k,
                 Some(v) => k.with_lines(kernel_lines(v)?.into()),
             })
         }
-        _ => bail!("give exactly one of --pid PID or --kernel"),
+        _ => bail!("give exactly one of --pid PID, --file PATH or --kernel"),
     };
     let mut out = crate::out::stdout();
     let mut json = JsonArray::default();
     let result = addrs.for_each_batch(|batch| {
         let syms = match &mut target {
             Target::User(pid, u) => u.symbolize(*pid, batch)?,
+            Target::File(path, u) => {
+                let results = if args.file_offsets {
+                    u.symbolize_file(path, path, batch)
+                } else {
+                    u.symbolize_file_vaddrs(path, path, batch)
+                };
+                batch
+                    .iter()
+                    .zip(results)
+                    .map(|(&addr, result)| Symbolized { addr, result })
+                    .collect()
+            }
             Target::Kernel(k) => k.symbolize(batch),
         };
         for s in &syms {
@@ -103,12 +155,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out.flush()?;
         Ok(())
     });
+    if let Target::User(_, u) | Target::File(_, u) = &target {
+        super::debuginfod::tell_answers(WHO, 0, u.debuginfod_answers());
+    }
     if args.json {
         return json.end(&mut out, result);
     }
     result?;
     Ok(())
 }
+
+const WHO: &str = "bpfmux sym";
 
 fn line(s: &Symbolized) -> String {
     match &s.result {

@@ -296,6 +296,11 @@ pub struct Args {
     /// bpfmux sym --help). Recordings keep names only.
     #[arg(long, value_name = "PATH|auto")]
     vmlinux: Option<String>,
+    /// With --stacks or --errors: ask no debuginfod server for the debug
+    /// files of user frames' binaries that have no DWARF here, whatever
+    /// DEBUGINFOD_URLS says (see bpfmux sym --help).
+    #[arg(long)]
+    no_debuginfod: bool,
     /// Keep glob matches that the tracer's own programs and trampoline run
     /// (helpers, map and ring buffer code, stack walking): left out by
     /// default, since their calls from the tracer only meet the kernel's
@@ -512,6 +517,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         which: &args.which,
         verbose: args.verbose,
         kernel_lines,
+        debuginfod: if args.stacks || args.errors {
+            super::debuginfod::client("bpfmux trace", args.no_debuginfod)
+        } else {
+            None
+        },
     };
     let scope = shared.check()?;
     if args.list {
@@ -571,6 +581,8 @@ pub(super) struct Shared<'a> {
     pub verbose: u8,
     /// Source lines for kernel frames (`--vmlinux`).
     pub kernel_lines: Option<Arc<bpfmux::symbolize::KernelLines>>,
+    /// Debug files of user frames' binaries with no DWARF here.
+    pub debuginfod: Option<bpfmux::symbolize::debuginfod::Debuginfod>,
 }
 
 /// The scope of a run as checked: the cgroup and pid namespace, the
@@ -707,6 +719,7 @@ pub(super) fn execute(
         interval,
         duration,
         kernel_lines: shared.kernel_lines.clone(),
+        debuginfod: shared.debuginfod.clone(),
     };
     let mut session = Session::new(tracer, run);
     if let Some(c) = &child {
@@ -767,6 +780,7 @@ pub(super) fn execute(
             shared.who, n.chains, n.stacks, n.objects, n.kernel_symbols
         );
     }
+    super::debuginfod::tell_answers(shared.who, shared.verbose, session.debuginfod_answers());
     output.summary(&summary, fields)?;
     std::mem::take(exports).finish(shared.who, stacks, &summary)
 }

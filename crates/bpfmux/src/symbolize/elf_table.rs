@@ -120,6 +120,63 @@ pub fn load_segments(path: &Path) -> Result<Vec<(u64, u64, u64)>, ElfTableError>
     Ok(segments(&obj))
 }
 
+/// A PT_LOAD segment with bytes in the file: (file offset, file size,
+/// virtual address).
+pub type Segment = (u64, u64, u64);
+
+/// The virtual address of file offset `off` in PT_LOAD `segments` (file
+/// offset, file size, virtual address), if one holds it.
+pub fn vaddr_in(segments: &[Segment], off: u64) -> Option<u64> {
+    segments
+        .iter()
+        .find(|&&(o, size, _)| (o..o.saturating_add(size)).contains(&off))
+        .map(|&(o, _, v)| off - o + v)
+}
+
+/// The file offset of virtual address `vaddr` in PT_LOAD `segments` (file
+/// offset, file size, virtual address), if one holds it in the file.
+pub fn offset_in(segments: &[Segment], vaddr: u64) -> Option<u64> {
+    segments
+        .iter()
+        .find(|&&(_, size, v)| (v..v.saturating_add(size)).contains(&vaddr))
+        .map(|&(o, _, v)| vaddr - v + o)
+}
+
+/// Whether the parsed image has DWARF (a non-empty `.debug_info`).
+fn has_dwarf(obj: &object::File) -> bool {
+    obj.section_by_name(".debug_info")
+        .is_some_and(|s| s.size() > 0)
+}
+
+/// Whether the ELF file at `path` has DWARF of its own.
+pub fn file_has_dwarf(path: &Path) -> bool {
+    map_file(path)
+        .ok()
+        .and_then(|d| object::File::parse(&*d).ok().map(|o| has_dwarf(&o)))
+        .unwrap_or(false)
+}
+
+/// The build ID (hex) and PT_LOAD segments of the ELF file at `path`, a
+/// file a process maps as `name` below `root`, when it needs a debug file
+/// from elsewhere: it has a build ID, no DWARF of its own, and no debug
+/// file installed here (by build ID or `.gnu_debuglink`, as
+/// [`ElfTable::load_seen_as`] looks for them).
+pub fn needs_debug_file(path: &Path, root: &Path, name: &Path) -> Option<(String, Vec<Segment>)> {
+    let data = map_file(path).ok()?;
+    let obj = object::File::parse(&*data).ok()?;
+    if has_dwarf(&obj)
+        || debug_file(&obj).is_some()
+        || !linked_debug_files(&obj, root, name).is_empty()
+    {
+        return None;
+    }
+    let id = obj.build_id().ok()??;
+    (id.len() >= 2).then(|| {
+        let hex = id.iter().map(|b| format!("{b:02x}")).collect();
+        (hex, segments(&obj))
+    })
+}
+
 impl ElfTable {
     /// Reads `path` (any path that opens the file, e.g. under
     /// `/proc/PID/map_files`) and, when installed, its debug file. Files
@@ -327,10 +384,7 @@ impl ElfTable {
 
     /// The virtual address of file offset `off`, if a PT_LOAD maps it.
     pub fn vaddr(&self, off: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|&&(o, size, _)| (o..o + size).contains(&off))
-            .map(|&(o, _, v)| off - o + v)
+        vaddr_in(&self.segments, off)
     }
 
     /// The name for file offset `off`.

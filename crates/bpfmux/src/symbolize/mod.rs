@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use kernel::{KallsymsError, KernelSpan, KernelSymbolizer};
 pub use kernel_lines::{vmlinux_places, KernelLines, KernelLinesError};
-pub use user::{UserSymbolizeError, UserSymbolizer};
+pub use user::{DebuginfodAnswer, UserSymbolizeError, UserSymbolizer};
 
 /// ` at FILE:LINE` (` at FILE` without a line), or nothing without a
 /// file: how `bpfmux sym` and stacks write where an address is.

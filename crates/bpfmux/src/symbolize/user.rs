@@ -8,6 +8,11 @@
 //! A file looked up once stays open (up to [`MAX_TABLES`] of them): the
 //! normalizer keeps a process's mappings, so an address of a process that
 //! has exited since is still named, from the same file.
+//!
+//! With a [`Debuginfod`] client ([`UserSymbolizer::with_debuginfod`]), a
+//! file with no DWARF of its own and no debug file installed here is named
+//! from the debug file a server has for its build ID (asked once per file;
+//! [`UserSymbolizer::debuginfod_answers`] says what it answered).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -16,8 +21,9 @@ use std::sync::Arc;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolizer};
 
+use super::debuginfod::{Debuginfod, Fetched, Kind};
 use super::demangle::demangle;
-use super::elf_table::{ElfTable, EntryKind, Hit};
+use super::elf_table::{self, ElfTable, EntryKind, Hit};
 use super::{vdso, InlinedFrame, SymResult, Symbol, SymbolKind, Symbolized};
 use crate::normalize::capture::{CaptureCache, FileId, Frame, Place};
 use crate::normalize::{open_mapped_file, Mapping, NormalizeError, Normalizer, VmaFilter};
@@ -54,6 +60,31 @@ pub struct UserSymbolizer {
     /// Mapped files looked up, open: they are read as `/proc/self/fd/N`,
     /// whether their process is still there or not.
     files: HashMap<TableKey, std::fs::File>,
+    debuginfod: Option<Debuginfod>,
+    /// Per file: the debug file debuginfod gave and the file's PT_LOAD
+    /// segments (`None`: not asked, or no answer).
+    remote: HashMap<TableKey, Option<Arc<RemoteDebug>>>,
+    /// What debuginfod answered, in order.
+    answers: Vec<DebuginfodAnswer>,
+}
+
+/// A debug file from debuginfod, and how to place its binary's offsets.
+#[derive(Debug)]
+struct RemoteDebug {
+    file: PathBuf,
+    segments: Vec<(u64, u64, u64)>,
+}
+
+/// What debuginfod answered for a file that needed a debug file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DebuginfodAnswer {
+    /// The binary, as its process maps it.
+    pub name: PathBuf,
+    /// Its build ID, hex.
+    pub build_id: String,
+    /// The debug file and where it came from, or why there is none (the
+    /// file's own symbols named its frames then).
+    pub result: Result<Fetched, String>,
 }
 
 impl Default for UserSymbolizer {
@@ -72,7 +103,24 @@ impl UserSymbolizer {
             blaze: Symbolizer::builder().enable_demangling(false).build(),
             tables: HashMap::new(),
             files: HashMap::new(),
+            debuginfod: None,
+            remote: HashMap::new(),
+            answers: Vec::new(),
         }
+    }
+
+    /// Asks `client` for the debug file of a file with no DWARF and no
+    /// installed debug file (by build ID or `.gnu_debuglink`); `None` asks
+    /// nobody.
+    pub fn with_debuginfod(mut self, client: Option<Debuginfod>) -> Self {
+        self.debuginfod = client;
+        self
+    }
+
+    /// What debuginfod answered so far, one answer per binary asked about
+    /// (a debug file downloaded or from its cache, or why none).
+    pub fn debuginfod_answers(&self) -> &[DebuginfodAnswer] {
+        &self.answers
     }
 
     /// Its normalizer (e.g. to [`Normalizer::forget`] a process).
@@ -232,6 +280,31 @@ impl UserSymbolizer {
         self.lookup_file(&image, &module, offsets)
     }
 
+    /// [`Self::symbolize_file`] of virtual addresses as the file's program
+    /// headers place them (what `addr2line -e` takes): each is turned into
+    /// its file offset first; one no PT_LOAD segment holds in the file gets
+    /// no symbol.
+    pub fn symbolize_file_vaddrs(
+        &mut self,
+        path: &Path,
+        name: &Path,
+        vaddrs: &[u64],
+    ) -> Vec<SymResult> {
+        let module = Some(name.to_path_buf());
+        let segments = match elf_table::load_segments(path) {
+            Ok(s) => s,
+            Err(e) => return no_symbols(&module, vaddrs, &crate::error_text(&e)),
+        };
+        let offsets = vaddrs.iter().map(|&v| elf_table::offset_in(&segments, v));
+        translated(
+            vaddrs,
+            offsets,
+            &module,
+            |_| SymResult::Unmapped,
+            |known| self.symbolize_file(path, name, known),
+        )
+    }
+
     /// Symbolizes virtual addresses (as the ELF file's program headers
     /// place its code) in `debug`, a separate debug file of the binary
     /// `name` (what results name as their binary): the frames of a file
@@ -272,6 +345,55 @@ impl UserSymbolizer {
             });
         }
         out
+    }
+
+    /// Symbolizes file offsets of the binary `name` in its debug file
+    /// `debug`, placing them with the binary's PT_LOAD `segments` (file
+    /// offset, size, virtual address): an offset no segment holds gets no
+    /// symbol.
+    pub fn symbolize_offsets_in_debug_file(
+        &mut self,
+        debug: &Path,
+        segments: &[(u64, u64, u64)],
+        name: &Path,
+        offsets: &[u64],
+    ) -> Vec<SymResult> {
+        let module = Some(name.to_path_buf());
+        let vaddrs = offsets
+            .iter()
+            .map(|&off| elf_table::vaddr_in(segments, off));
+        let outside = |off| no_symbol(&module, off, "in no load segment of the file");
+        translated(offsets, vaddrs, &module, outside, |known| {
+            self.symbolize_debug_file(debug, name, known)
+        })
+    }
+
+    /// The debug file debuginfod has for `image`, when it needs one: it
+    /// has no DWARF and no debug file is installed for it. Asked once per
+    /// file.
+    fn remote_debug(&mut self, image: &Image<'_>) -> Option<Arc<RemoteDebug>> {
+        let client = self.debuginfod.as_ref()?;
+        if let Some(known) = self.remote.get(&image.key) {
+            return known.clone();
+        }
+        let found = elf_table::needs_debug_file(image.path, image.root, image.name).and_then(
+            |(id, segments)| {
+                let result = client
+                    .fetch(&id, Kind::Debuginfo)
+                    .map_err(|e| e.to_string());
+                self.answers.push(DebuginfodAnswer {
+                    name: image.name.to_path_buf(),
+                    build_id: id,
+                    result: result.clone(),
+                });
+                Some(Arc::new(RemoteDebug {
+                    file: result.ok()?.file,
+                    segments,
+                }))
+            },
+        );
+        self.remote.insert(image.key.clone(), found.clone());
+        found
     }
 
     /// This process's vDSO table and the size of its image.
@@ -357,6 +479,14 @@ impl UserSymbolizer {
         module: &Option<PathBuf>,
         offsets: &[u64],
     ) -> Vec<SymResult> {
+        if let Some(remote) = self.remote_debug(image) {
+            return self.symbolize_offsets_in_debug_file(
+                &remote.file,
+                &remote.segments,
+                image.name,
+                offsets,
+            );
+        }
         let src = Source::Elf(Elf::new(image.path));
         let syms = match self.blaze.symbolize(&src, Input::FileOffset(offsets)) {
             Ok(syms) => syms,
@@ -391,6 +521,31 @@ impl UserSymbolizer {
         }
         out
     }
+}
+
+/// Answers for `inputs` looked up as `places` (each input translated into
+/// the lookup's terms, `None` where it has none): `lookup` gets the
+/// translated ones, `outside` answers the others.
+fn translated(
+    inputs: &[u64],
+    places: impl Iterator<Item = Option<u64>>,
+    module: &Option<PathBuf>,
+    outside: impl Fn(u64) -> SymResult,
+    lookup: impl FnOnce(&[u64]) -> Vec<SymResult>,
+) -> Vec<SymResult> {
+    let places: Vec<Option<u64>> = places.collect();
+    let known: Vec<u64> = places.iter().flatten().copied().collect();
+    let mut named = lookup(&known).into_iter();
+    places
+        .iter()
+        .zip(inputs)
+        .map(|(p, &input)| match p {
+            Some(_) => named
+                .next()
+                .unwrap_or_else(|| no_symbol(module, input, "not looked up")),
+            None => outside(input),
+        })
+        .collect()
 }
 
 /// The key of the file `meta` describes.

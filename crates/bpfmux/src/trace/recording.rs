@@ -75,6 +75,7 @@ use super::summary::{StackSummary, Summary, TOP_STACKS};
 use super::Tracer;
 use crate::normalize::capture::{CaptureCache, FileId, Frame, Place};
 use crate::symbolize::debuginfod::{Debuginfod, Fetched, Kind};
+use crate::symbolize::elf_table::file_has_dwarf;
 use crate::symbolize::{KernelSpan, KernelSymbolizer, SymResult, SymbolKind, UserSymbolizer};
 
 /// The header's `format`.
@@ -272,16 +273,6 @@ pub struct RecordedObject {
     /// Its PT_LOAD segments: file offset, file size, virtual address.
     #[serde(default)]
     pub segments: Vec<[u64; 3]>,
-}
-
-impl RecordedObject {
-    /// The virtual address of file offset `off`.
-    fn vaddr(&self, off: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|[o, size, _]| (*o..o.saturating_add(*size)).contains(&off))
-            .map(|[o, _, v]| off - o + v)
-    }
 }
 
 /// Where a recorded user frame was.
@@ -1113,7 +1104,7 @@ impl SymbolSources {
                     // Its DWARF from debuginfod when neither it nor a
                     // local debug file has any.
                     if let (Some(d), Some(id)) = (&self.debuginfod, id) {
-                        if !has_dwarf(Path::new(p)) && self.local_debug_file(id).is_none() {
+                        if !file_has_dwarf(Path::new(p)) && self.local_debug_file(id).is_none() {
                             if let Ok(fetched) = d.fetch(id, Kind::Debuginfo) {
                                 return Found::Debuginfod(fetched, Kind::Debuginfo);
                             }
@@ -1169,23 +1160,6 @@ fn debug_file_in(dir: &Path, id: &str) -> PathBuf {
     dir.join(".build-id")
         .join(&id[..2])
         .join(format!("{}.debug", &id[2..]))
-}
-
-/// Whether the ELF file at `path` has DWARF (a non-empty `.debug_info`).
-fn has_dwarf(path: &Path) -> bool {
-    use object::{Object, ObjectSection};
-    let Ok(f) = File::open(path) else {
-        return false;
-    };
-    // SAFETY: read only; a file changed under the map gives wrong names at
-    // worst (the symbolizer maps it the same way).
-    let Ok(map) = (unsafe { memmap2::Mmap::map(&f) }) else {
-        return false;
-    };
-    object::File::parse(&*map)
-        .ok()
-        .and_then(|o| o.section_by_name(".debug_info").map(|s| s.size() > 0))
-        .unwrap_or(false)
 }
 
 /// Where the frames of a recorded file were named from.
@@ -1273,24 +1247,13 @@ impl<'a> UserNames<'a> {
                         | Found::Debuginfod(Fetched { file: d, .. }, Kind::Debuginfo),
                     ),
                 ) => {
-                    let vaddrs: Vec<Option<u64>> = offsets.iter().map(|&f| o.vaddr(f)).collect();
-                    let known: Vec<u64> = vaddrs.iter().flatten().copied().collect();
-                    let mut named = self
-                        .usyms
-                        .symbolize_debug_file(d, &name, &known)
-                        .into_iter();
-                    vaddrs
+                    let segments: Vec<(u64, u64, u64)> = o
+                        .segments
                         .iter()
-                        .zip(&offsets)
-                        .map(|(v, &off)| match v {
-                            Some(_) => named.next().unwrap_or(SymResult::Unmapped),
-                            None => SymResult::NoSymbol {
-                                module: module.clone(),
-                                file_offset: off,
-                                reason: "in no load segment of the file".into(),
-                            },
-                        })
-                        .collect()
+                        .map(|&[f, size, v]| (f, size, v))
+                        .collect();
+                    self.usyms
+                        .symbolize_offsets_in_debug_file(d, &segments, &name, &offsets)
                 }
                 (_, found) => {
                     let reason = match found {

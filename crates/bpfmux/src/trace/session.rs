@@ -29,7 +29,8 @@ use super::summary::{
     TOP_STACKS,
 };
 use super::{Error, Tracer};
-use crate::symbolize::{KernelLines, KernelSymbolizer};
+use crate::symbolize::debuginfod::Debuginfod;
+use crate::symbolize::{DebuginfodAnswer, KernelLines, KernelSymbolizer};
 use crate::sys::sched::Unpreempted;
 
 /// How long a run lasts, how often it reports, and how it names kernel
@@ -43,6 +44,9 @@ pub struct RunOptions {
     /// Source lines for kernel frames of stacks and error chains (see
     /// [`crate::symbolize::KernelLines`]); `None`: names only.
     pub kernel_lines: Option<Arc<KernelLines>>,
+    /// Where debug files of user frames' binaries with no DWARF here come
+    /// from (see [`crate::symbolize::UserSymbolizer::with_debuginfod`]).
+    pub debuginfod: Option<Debuginfod>,
 }
 
 impl Default for RunOptions {
@@ -51,6 +55,7 @@ impl Default for RunOptions {
             interval: Duration::from_secs(1),
             duration: None,
             kernel_lines: None,
+            debuginfod: None,
         }
     }
 }
@@ -96,7 +101,7 @@ impl Session {
         } else {
             KernelNames::default()
         };
-        let mut ustacks = UserStacks::new(during_run);
+        let mut ustacks = UserStacks::new(during_run).with_debuginfod(run.debuginfod.clone());
         ustacks.add_candidates(tracer.stack_files.iter().cloned());
         Self {
             tracer,
@@ -116,6 +121,11 @@ impl Session {
     /// traces): see [`crate::normalize::capture::CaptureCache::add_candidates`].
     pub fn add_stack_files(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
         self.ustacks.add_candidates(paths);
+    }
+
+    /// What debuginfod answered for the files of user frames so far.
+    pub fn debuginfod_answers(&self) -> &[DebuginfodAnswer] {
+        self.ustacks.debuginfod_answers()
     }
 
     /// Records the run to `w` (see [`recording`]): its header now, error

@@ -74,7 +74,10 @@ use super::{ms, Error, Tracer};
 use crate::normalize::capture::{
     exec_files, BuildIdFrame, CaptureCache, CaptureStats, Frame, Place,
 };
-use crate::symbolize::{at_source, KernelSymbolizer, SymResult, Symbol, UserSymbolizer};
+use crate::symbolize::debuginfod::Debuginfod;
+use crate::symbolize::{
+    at_source, DebuginfodAnswer, KernelSymbolizer, SymResult, Symbol, UserSymbolizer,
+};
 
 /// Larger than any kernel function: the address is not in the symbol.
 const MAX_SYMBOL_OFFSET: u64 = 1 << 20;
@@ -149,6 +152,18 @@ impl UserStacks {
             next_scan: None,
             keys: Vec::new(),
         }
+    }
+
+    /// Names files with no DWARF and no debug file here from the debug
+    /// files `client` gives (see [`UserSymbolizer::with_debuginfod`]).
+    pub fn with_debuginfod(mut self, client: Option<Debuginfod>) -> Self {
+        self.usyms = std::mem::take(&mut self.usyms).with_debuginfod(client);
+        self
+    }
+
+    /// What debuginfod answered so far.
+    pub fn debuginfod_answers(&self) -> &[DebuginfodAnswer] {
+        self.usyms.debuginfod_answers()
     }
 
     /// Starts a round of the cache: the next stack of each process checks

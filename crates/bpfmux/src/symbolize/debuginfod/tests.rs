@@ -164,3 +164,120 @@ fn max_size_is_kept() {
     assert_eq!(e, format!("{url}: larger than DEBUGINFOD_MAXSIZE=100"));
     let _ = fs::remove_dir_all(&cache);
 }
+
+/// The debug file [`live_symbolizer_names_a_stripped_binary`] serves.
+static SERVED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+fn built_tool(c: &mut std::process::Command) {
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("{c:?} (cc and binutils are needed): {e}"));
+    assert!(
+        out.status.success(),
+        "{c:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A stripped binary whose debug file only a server has: its static
+/// function is named, with file:line, from that debug file (downloaded
+/// once, then from the cache); with no server it keeps no such name.
+#[test]
+fn live_symbolizer_names_a_stripped_binary() {
+    use crate::symbolize::elf_table::load_segments;
+    use crate::symbolize::{SymResult, UserSymbolizer};
+    use object::{Object, ObjectSymbol};
+    use std::process::Command;
+
+    let dir = tmp("stripped");
+    fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("prog.c");
+    fs::write(
+        &src,
+        "static int __attribute__((noinline)) hidden_helper(int x)\n{\n\treturn x * 3 + 1;\n}\n\
+         int main(int argc, char **argv)\n{\n\t(void)argv;\n\treturn hidden_helper(argc);\n}\n",
+    )
+    .unwrap();
+    let exe = dir.join("prog");
+    let debug = dir.join("prog.debug");
+    built_tool(
+        Command::new("cc")
+            .args(["-g", "-O1", "-Wl,--build-id", "-o"])
+            .arg(&exe)
+            .arg(&src),
+    );
+    built_tool(
+        Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&exe)
+            .arg(&debug),
+    );
+    built_tool(Command::new("strip").arg("-s").arg(&exe));
+    SERVED.set(fs::read(&debug).unwrap()).unwrap();
+    // The helper's file offset in the stripped binary.
+    let data = fs::read(&debug).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let vaddr = obj
+        .symbols()
+        .find(|s| s.name() == Ok("hidden_helper"))
+        .expect("hidden_helper in the debug file")
+        .address();
+    let segments = load_segments(&exe).unwrap();
+    let (o, _, v) = *segments
+        .iter()
+        .find(|&&(_, size, v)| (v..v + size).contains(&vaddr))
+        .expect("a segment holds the helper");
+    let off = vaddr - v + o + 2;
+    let named = |r: &SymResult| match r {
+        SymResult::Symbol(s) => Some((s.name.clone(), s.offset, s.file.clone(), s.line)),
+        _ => None,
+    };
+
+    // No server: the stripped binary has no name for it.
+    let alone = UserSymbolizer::default().symbolize_file(&exe, &exe, &[off]);
+    assert!(
+        named(&alone[0]).is_none_or(|(n, ..)| n != "hidden_helper"),
+        "{alone:?}"
+    );
+
+    let (url, asked) = server(|p| match p.ends_with("/debuginfo") {
+        true => (200, SERVED.get().unwrap().clone()),
+        false => (404, Vec::new()),
+    });
+    let cache = dir.join("cache");
+    let mut u = UserSymbolizer::default().with_debuginfod(Some(client(vec![url.clone()], &cache)));
+    let got = u.symbolize_file(&exe, &exe, &[off]);
+    let (name, at, file, line) = named(&got[0]).unwrap_or_else(|| panic!("{got:?}"));
+    assert_eq!((name.as_str(), at), ("hidden_helper", 2));
+    assert!(
+        file.is_some_and(|f| f.ends_with("prog.c")) && line.is_some(),
+        "{got:?}"
+    );
+    let answers = u.debuginfod_answers();
+    assert_eq!(answers.len(), 1);
+    let fetched = answers[0].result.as_ref().unwrap();
+    assert_eq!(fetched.server.as_deref(), Some(url.as_str()));
+    // Asked once per file.
+    u.symbolize_file(&exe, &exe, &[off]);
+    assert_eq!(u.debuginfod_answers().len(), 1);
+    assert_eq!(asked.lock().unwrap().len(), 1);
+
+    // From the cache, with a server that is not there.
+    let dead = "http://127.0.0.1:9".to_string();
+    let mut u = UserSymbolizer::default().with_debuginfod(Some(client(vec![dead.clone()], &cache)));
+    let got = u.symbolize_file(&exe, &exe, &[off]);
+    assert_eq!(named(&got[0]).map(|n| n.0), Some("hidden_helper".into()));
+    assert_eq!(
+        u.debuginfod_answers()[0].result.as_ref().unwrap().server,
+        None
+    );
+
+    // Nothing cached and the server gone: why, and the binary's own names.
+    let mut u = UserSymbolizer::default()
+        .with_debuginfod(Some(client(vec![dead.clone()], &dir.join("cold"))));
+    let got = u.symbolize_file(&exe, &exe, &[off]);
+    assert_eq!(got, alone);
+    let why = u.debuginfod_answers()[0].result.as_ref().unwrap_err();
+    assert!(why.contains(&dead) && why.contains("refused"), "{why}");
+    let _ = fs::remove_dir_all(&dir);
+}
