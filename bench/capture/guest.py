@@ -13,6 +13,11 @@ order that rotates with the round:
   on        under `bpfmux trace --stacks --comm exited-stack __x64_sys_getpgid`: user
             stacks normalized as they are captured (the default)
   off       the same with --stacks-at-end: normalized at the end only
+  cmp       (with --compare OTHER) as `on`, with another bpfmux binary: e.g. one built
+            before a change to the trace programs, to show what the change costs them
+With kernel.bpf_stats_enabled set for the boot, traced runs also keep the trace
+programs' run time and run count (their fdinfo, read just before the tracer stops):
+the kernel side of each stack event.
 Each line of OUT.jsonl is one run: the workload's wall time; for on and off the
 tracer's CPU time (user + system, /proc/PID/stat) from just before the workload to
 0.3 s after it (its last scan), the stack events (getpgid calls counted) and the
@@ -42,6 +47,21 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def prog_stats(pid):
+    """(run_time_ns, run_cnt) summed over the BPF programs process pid holds."""
+    ns = cnt = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                info = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if "prog_type" in info and "run_cnt" in info:
+            ns += int(info["run_time_ns"])
+            cnt += int(info["run_cnt"])
+    return ns, cnt
+
+
 def workload(prog, children, calls, linger):
     t0 = time.monotonic()
     p = subprocess.run([prog, "spawn", str(children), str(calls), str(linger)])
@@ -69,6 +89,7 @@ def traced(bpfmux, engine, prog, children, calls, linger, at_end):
         wall = workload(prog, children, calls, linger)
         time.sleep(0.3)
         cpu1 = cpu_s(p.pid)
+        run_ns, runs = prog_stats(p.pid)
         p.send_signal(signal.SIGTERM)
         out, _ = p.communicate(timeout=600)
     if p.returncode != 0:
@@ -79,7 +100,8 @@ def traced(bpfmux, engine, prog, children, calls, linger, at_end):
     events = sum(f["calls"] for f in summary["functions"] if f["name"] == FUNC)
     return {"wall_s": round(wall, 4), "tracer_cpu_s": round(cpu1 - cpu0, 3),
             "stack_events": events, "lost": summary["lost"], "engine": summary["engine"],
-            "user_stacks": summary.get("user_stacks")}
+            "user_stacks": summary.get("user_stacks"), "prog_run_ns": run_ns,
+            "prog_runs": runs}
 
 
 def main():
@@ -93,8 +115,12 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--lingers", default="0,200",
                     help="ms each child sleeps after its calls, one row set per value")
+    ap.add_argument("--compare", metavar="BPFMUX",
+                    help="another bpfmux binary, run as `on` (mode cmp)")
     a = ap.parse_args()
-    modes = ["baseline", "on", "off"]
+    modes = ["baseline", "on", "off"] + (["cmp"] if a.compare else [])
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1\n")
     rc = 0
     with open(a.out, "a") as out:
         def emit(row):
@@ -103,17 +129,20 @@ def main():
 
         emit({"type": "boot", "uname": os.uname().release, "cpus": os.cpu_count(),
               "children": a.children, "calls": a.calls, "rounds": a.rounds,
+              "bpfmux": a.bpfmux, "compare": a.compare,
               "guest_loadavg": open("/proc/loadavg").read().split()[:3]})
         for linger in [int(x) for x in a.lingers.split(",")]:
             for r in range(a.rounds):
-                for mode in modes[r % 3:] + modes[:r % 3]:
+                n = len(modes)
+                for mode in modes[r % n:] + modes[:r % n]:
                     row = {"type": "run", "mode": mode, "linger_ms": linger, "round": r}
                     try:
                         if mode == "baseline":
                             row["wall_s"] = round(workload(a.workload, a.children, a.calls,
                                                            linger), 4)
                         else:
-                            row.update(traced(a.bpfmux, a.engine, a.workload, a.children,
+                            tool = a.compare if mode == "cmp" else a.bpfmux
+                            row.update(traced(tool, a.engine, a.workload, a.children,
                                               a.calls, linger, mode == "off"))
                         row["status"] = "ok"
                     except (RuntimeError, OSError, ValueError, IndexError, KeyError,

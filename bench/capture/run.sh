@@ -18,11 +18,13 @@
 #               through the second)
 #   --lingers   ms each child sleeps after its calls, a table per value (default 0,200:
 #               exiting at once, and living past the tracer's next scan)
+#   --compare B another bpfmux binary, run as "as captured" too (e.g. one built before a
+#               change to the trace programs): its programs' cost next to ours
 # environment: BENCH_OUT; BPFMUX_CACHE / BPFMUX_KERNEL_OUT select our kernel build
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-quick= kernels= engine=auto rounds= children= calls=20 lingers=0,200
+quick= kernels= engine=auto rounds= children= calls=20 lingers=0,200 compare_bin= compare=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
 	--children) children=${2:?--children needs a number}; shift ;;
 	--calls) calls=${2:?--calls needs a number}; shift ;;
 	--lingers) lingers=${2:?--lingers needs a list}; shift ;;
+	--compare) compare_bin=$(realpath "${2:?--compare needs a binary}"); shift ;;
 	-h | --help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench/capture: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -61,6 +64,13 @@ if ! make -s -C tests/guest CACHE="$cache" KOUT="$kout"; then
 	exit 1
 fi
 
+# The guest sees this checkout, not the host's /tmp: the other binary goes into build/.
+if [ -n "$compare_bin" ]; then
+	mkdir -p build/bench-compare
+	cp "$compare_bin" build/bench-compare/bpfmux || exit 1
+	compare=(--compare "$repo/build/bench-compare/bpfmux")
+fi
+
 commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- crates bench/capture tests/guest/trace ||
 	commit="$commit (+ uncommitted changes)"
@@ -69,6 +79,7 @@ git diff --quiet HEAD -- crates bench/capture tests/guest/trace ||
 	echo "bpfmux: release build; engine: $engine"
 	echo "host: $(nproc) cores, shared with other work; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	[ -n "$quick" ] && echo "mode: quick (checks the harness, not results)"
+	[ -n "$compare_bin" ] && echo "compare (cmp rows): $compare_bin, sha256 $(sha256sum "$compare_bin" | cut -c1-16)"
 } >"$raw/run.meta"
 
 failed=0
@@ -83,7 +94,7 @@ for k in $kernels; do
 	"$repo/vm/run" --kernel "$k" --smp 2 --single-thread --timeout 3600 -- \
 		"$repo/bench/capture/guest.py" "$bpfmux" "$repo/build/guest/exited-stack" \
 		"$raw/$k.jsonl" --engine "$engine" --rounds "$rounds" --children "$children" \
-		--calls "$calls" --lingers "$lingers" >"$raw/$k.log" 2>&1
+		--calls "$calls" --lingers "$lingers" "${compare[@]}" >"$raw/$k.log" 2>&1
 	rc=$?
 	if [ "$rc" != 0 ]; then
 		say "$k: guest run exited $rc (log: $raw/$k.log)"

@@ -12,6 +12,10 @@ vDSO). Each tool runs R times (default 3) in two ways:
 Reported: addresses per second (median of the runs), how many answers named a symbol, and
 the agreement of the two tools' names on the addresses both named (names compared without
 clone suffixes such as .cold or .part.0 and without versions such as @@GLIBC_2.2.5).
+Then the same addresses as recorded frames keep them, (file, file offset), with no
+process: `bpfmux sym --file PATH --file-offsets` next to `blazecli symbolize elf --path
+PATH` (given the same places as virtual addresses, which it takes), per file, in batches of
+B for both and, for bpfmux, all of a file's offsets on standard input.
 Raw numbers go to --raw as JSON, the table to --out.
 
 usage: symrate.py BPFMUX BLAZECLI --out FILE.md --raw DIR [--count N] [--runs R] [--batch B]
@@ -35,6 +39,39 @@ def executable_mappings(pid):
             lo, hi = (int(x, 16) for x in f[0].split("-"))
             maps.append((lo, hi, f[5]))
     return maps
+
+
+def file_offsets(pid, addrs):
+    """{path: [file offset of each address in that file's mappings]} (in draw order)."""
+    maps = []
+    for line in open(f"/proc/{pid}/maps"):
+        f = line.split()
+        if len(f) >= 6 and "x" in f[1] and f[5].startswith("/"):
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            maps.append((lo, hi, int(f[2], 16), f[5]))
+    out = {}
+    for a in addrs:
+        lo, _, off, path = next(m for m in maps if m[0] <= a < m[1])
+        out.setdefault(path, []).append(a - lo + off)
+    return out
+
+
+def load_segments(path):
+    """PT_LOAD segments of an ELF file: (file offset, file size, virtual address)."""
+    p = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True, check=True)
+    segs = []
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD":
+            segs.append((int(f[1], 16), int(f[4], 16), int(f[2], 16)))
+    return segs
+
+
+def vaddr_of(segs, off):
+    """The virtual address of a file offset: by the last segment starting at or below it (an
+    offset in a mapping's page past the segment's bytes stays past them)."""
+    o, _, v = max((s for s in segs if s[0] <= off), key=lambda s: s[0])
+    return v + off - o
 
 
 def draw(maps, n, seed):
@@ -141,9 +178,47 @@ def main():
             if r == 0:
                 answers["bpfmux stream"] = parse_bpfmux(out)
             print(f"run {r}: bpfmux stream {dt:.2f} s", flush=True)
+        by_file = file_offsets(target.pid, addrs)
     finally:
         target.kill()
         target.wait()
+
+    # Recorded frames: (file, offset), no process.
+    segs = {p: load_segments(p) for p in by_file}
+    vaddrs = {p: [vaddr_of(segs[p], o) for o in offs] for p, offs in by_file.items()}
+    for k in ("bpfmux files batches", "blazecli files batches", "bpfmux files stream"):
+        runs[k] = []
+    file_answers = {}
+    for r in range(a.runs):
+        for tool, exe in (("bpfmux", a.bpfmux), ("blazecli", a.blazecli)):
+            total, got = 0.0, {}
+            for path, offs in by_file.items():
+                given = offs if tool == "bpfmux" else vaddrs[path]
+                for b in batches(given, a.batch):
+                    cmd = ([exe, "sym", "--file", path, "--file-offsets", *b] if tool == "bpfmux"
+                           else [exe, "symbolize", "elf", "--path", path, *b])
+                    dt, out = timed(cmd)
+                    total += dt
+                    if r == 0:
+                        names = (parse_bpfmux if tool == "bpfmux" else parse_blazecli)(out)
+                        back = dict(zip(vaddrs[path], offs)) if tool == "blazecli" else None
+                        for x, n in names.items():
+                            got[(path, back[x] if back else x)] = n
+            runs[f"{tool} files batches"].append(total)
+            if r == 0:
+                file_answers[tool] = got
+            print(f"run {r}: {tool} files batches {total:.2f} s", flush=True)
+        total, got = 0.0, {}
+        for path, offs in by_file.items():
+            dt, out = timed([a.bpfmux, "sym", "--file", path, "--file-offsets"],
+                            stdin="".join(f"{x:#x}\n" for x in offs))
+            total += dt
+            if r == 0:
+                got.update({(path, x): n for x, n in parse_bpfmux(out).items()})
+        runs["bpfmux files stream"].append(total)
+        if r == 0:
+            file_answers["bpfmux stream"] = got
+        print(f"run {r}: bpfmux files stream {total:.2f} s", flush=True)
 
     distinct = sorted(set(addrs))
     ours, theirs = answers["bpfmux"], answers["blazecli"]
@@ -163,6 +238,16 @@ def main():
             "bpfmux stream": sum(1 for x in distinct if answers["bpfmux stream"].get(x)),
         },
         "answered": {k: len(v) for k, v in answers.items()},
+        "files": {
+            "places": sum(len(v) for v in by_file.values()),
+            "distinct": len({(p, o) for p, offs in by_file.items() for o in offs}),
+            "named": {k: sum(1 for n in v.values() if n) for k, v in file_answers.items()},
+            "both_named": sum(1 for k, n in file_answers["bpfmux"].items()
+                              if n and file_answers["blazecli"].get(k)),
+            "same_name": sum(1 for k, n in file_answers["bpfmux"].items()
+                             if n and file_answers["blazecli"].get(k)
+                             and n.removesuffix("@plt") == file_answers["blazecli"][k]),
+        },
         "both_named": len(both), "same_name": agree, "differ": len(differ),
         "differ_bpfmux_plt": plt, "differ_sample": differ[:20] + [d for d in differ
                                                                  if not d[1].endswith("@plt")][:20],
@@ -210,6 +295,26 @@ def main():
         "size 0 or too small to cover them); the others in the raw file's sample are aliases at one "
         "address (bpfmux `fclose`, blazecli `_IO_new_fclose`).",
         "",
+    ]
+    fl = res["files"]
+    lines += [
+        "",
+        "Recorded frames: the same addresses as (file, file offset), as a recording keeps",
+        "them, with no process: `bpfmux sym --file PATH --file-offsets` next to `blazecli",
+        f"symbolize elf --path PATH` (given the virtual addresses), per file ({len(by_file)} files).",
+        "",
+        "| tool, mode | median s | frames/s | ratio to blazecli | named (of distinct) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for k, tool in (("bpfmux files batches", "bpfmux"), ("blazecli files batches", "blazecli"),
+                    ("bpfmux files stream", "bpfmux stream")):
+        lines.append(f"| {k} | {statistics.median(runs[k]):.2f} | {rate[k]:,.0f} | "
+                     f"{rate[k] / rate['blazecli files batches']:.2f} | "
+                     f"{fl['named'][tool]:,} of {fl['distinct']:,} |")
+    lines += [
+        "",
+        f"Of the {fl['both_named']:,} distinct frames both named, {fl['same_name']:,} "
+        f"({100 * fl['same_name'] / max(1, fl['both_named']):.2f} %) have the same name.",
     ]
     with open(a.out, "w") as f:
         f.write("\n".join(lines))
