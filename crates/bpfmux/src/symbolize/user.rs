@@ -282,8 +282,8 @@ impl UserSymbolizer {
 
     /// [`Self::symbolize_file`] of virtual addresses as the file's program
     /// headers place them (what `addr2line -e` takes): each is turned into
-    /// its file offset first; one no PT_LOAD segment holds in the file gets
-    /// no symbol.
+    /// its file offset first; one that no PT_LOAD segment holds in the file
+    /// is [`SymResult::Unmapped`].
     pub fn symbolize_file_vaddrs(
         &mut self,
         path: &Path,
