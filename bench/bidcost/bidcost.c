@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What the trace programs spend on a process's first user stack, counted in guest
+ * instructions (vm/run --insn): bpfmux trace --stacks keeps each process's user stack the
+ * first time it sees it also as build IDs and file offsets (BPF_F_STACK_BUILD_ID), so that
+ * a process gone before its stack is read can still be named.
+ *
+ * usage: bidcost CHILDREN
+ *
+ * Forks CHILDREN children one after the other. Each pins itself, then counts two getpgid()
+ * calls made from the same call site (the same user stack): the first is its process's
+ * first stack (the programs add it to their maps, and keep the build-ID stack), the second
+ * a repeat. Prints "child N: first F second S" per child; a run under another bpfmux
+ * binary, or untraced, gives the other terms of the difference.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/insn.h"
+
+/* One call site for both calls: the same user stack. */
+static __attribute__((noinline)) long counted_getpgid(struct insn_window *w)
+{
+	long r;
+
+	INSN_BEGIN();
+	r = syscall(SYS_getpgid, 0);
+	INSN_END();
+	if (insn_read(w))
+		return -1;
+	return r;
+}
+
+static int child(int n)
+{
+	struct insn_window first, second;
+
+	if (insn_open() || insn_pin())
+		return 1;
+	if (counted_getpgid(&first) < 0 || counted_getpgid(&second) < 0)
+		return 1;
+	printf("child %d: first %llu second %llu\n", n, (unsigned long long)first.count,
+	       (unsigned long long)second.count);
+	fflush(stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int children = argc > 1 ? atoi(argv[1]) : 0;
+
+	if (children <= 0) {
+		fprintf(stderr, "usage: bidcost CHILDREN\n");
+		return 2;
+	}
+	for (int i = 0; i < children; i++) {
+		int status;
+		pid_t p = fork();
+
+		if (p < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (p == 0)
+			_exit(child(i));
+		if (waitpid(p, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+			fprintf(stderr, "bidcost: child %d failed\n", i);
+			return 1;
+		}
+	}
+	return 0;
+}
