@@ -22,6 +22,8 @@
 
 #include "lib/insn.h"
 
+static volatile int calls = 2;
+
 /* One call site for both calls: the same user stack. */
 static __attribute__((noinline)) long counted_getpgid(struct insn_window *w)
 {
@@ -37,14 +39,19 @@ static __attribute__((noinline)) long counted_getpgid(struct insn_window *w)
 
 static int child(int n)
 {
-	struct insn_window first, second;
+	struct insn_window w[2];
 
 	if (insn_open() || insn_pin())
 		return 1;
-	if (counted_getpgid(&first) < 0 || counted_getpgid(&second) < 0)
-		return 1;
-	printf("child %d: first %llu second %llu\n", n, (unsigned long long)first.count,
-	       (unsigned long long)second.count);
+	/*
+	 * A loop the compiler cannot unroll (its bound is volatile), so that both calls
+	 * return to the same address: one user stack.
+	 */
+	for (int k = 0; k < calls; k++)
+		if (counted_getpgid(&w[k]) < 0)
+			return 1;
+	printf("child %d: first %llu second %llu\n", n, (unsigned long long)w[0].count,
+	       (unsigned long long)w[1].count);
 	fflush(stdout);
 	return 0;
 }
