@@ -10,8 +10,9 @@
  * Forks CHILDREN children one after the other. Each pins itself, then counts two getpgid()
  * calls made from the same call site (the same user stack): the first is its process's
  * first stack (the programs add it to their maps, and keep the build-ID stack), the second
- * a repeat. Prints "child N: first F second S" per child; a run under another bpfmux
- * binary, or untraced, gives the other terms of the difference.
+ * a repeat. Prints "child N: first F second S" per child, then "prof N SYMBOL COUNT":
+ * where the second call's instructions went (a profile window), 40 symbols at most; a
+ * run under another bpfmux binary, or untraced, gives the other terms of the difference.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -24,12 +25,15 @@
 
 static volatile int calls = 2;
 
-/* One call site for both calls: the same user stack. */
-static __attribute__((noinline)) long counted_getpgid(struct insn_window *w)
+/* One call site for both calls: the same user stack. @profile: a profile window. */
+static __attribute__((noinline)) long counted_getpgid(struct insn_window *w, int profile)
 {
 	long r;
 
-	INSN_BEGIN();
+	if (profile)
+		INSN_BEGIN_PROFILE();
+	else
+		INSN_BEGIN();
 	r = syscall(SYS_getpgid, 0);
 	INSN_END();
 	if (insn_read(w))
@@ -39,7 +43,8 @@ static __attribute__((noinline)) long counted_getpgid(struct insn_window *w)
 
 static int child(int n)
 {
-	struct insn_window w[2];
+	struct insn_window w[2] = {};
+	struct insn_prof prof;
 
 	if (insn_open() || insn_pin())
 		return 1;
@@ -48,10 +53,18 @@ static int child(int n)
 	 * return to the same address: one user stack.
 	 */
 	for (int k = 0; k < calls; k++)
-		if (counted_getpgid(&w[k]) < 0)
+		if (counted_getpgid(&w[k], k == 1) < 0)
 			return 1;
 	printf("child %d: first %llu second %llu\n", n, (unsigned long long)w[0].count,
 	       (unsigned long long)w[1].count);
+	/* Where the second call's instructions went, by kernel symbol. */
+	if (!insn_fold(&w[1], &prof)) {
+		for (size_t i = 0; i < prof.n && i < 40; i++)
+			printf("prof %d %s %lld\n", n, prof.sym[i].name,
+			       (long long)prof.sym[i].count);
+		insn_prof_free(&prof);
+	}
+	insn_window_free(&w[1]);
 	fflush(stdout);
 	return 0;
 }

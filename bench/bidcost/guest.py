@@ -7,7 +7,8 @@ usage: guest.py BIDCOST OUT.json CHILDREN NAME=BPFMUX...
 Per mode, the median over the children of the first and of the second getpgid call's
 instructions (each child's first stack, and a repeat of it), and first - second. Writes
 OUT.json: {"uname", "children", "modes": {mode: {"first": [...], "second": [...],
-"first_median", "second_median", "extra_median"}}}.
+"first_median", "second_median", "extra_median", "second_profile": {symbol: count} of a
+child whose second call counted the most frequent count}}}.
 """
 import json
 import os
@@ -24,12 +25,18 @@ def counts(bidcost, children):
     p = subprocess.run([bidcost, str(children)], capture_output=True, text=True, timeout=1800)
     if p.returncode != 0:
         raise RuntimeError(f"bidcost exited {p.returncode}: {p.stderr.strip()}")
-    first, second = [], []
+    first, second, prof = [], [], {}
     for line in p.stdout.splitlines():
         f = line.split()
+        if f[0] == "prof":
+            prof.setdefault(int(f[1]), {})[" ".join(f[2:-1])] = int(f[-1])
+            continue
         first.append(int(f[3]))
         second.append(int(f[5]))
-    return first, second
+    # The profile of a child whose second call counted the most frequent count.
+    mode = statistics.mode(second)
+    typical = next((prof.get(i, {}) for i, s in enumerate(second) if s == mode), {})
+    return first, second, typical
 
 
 def traced(bpfmux, bidcost, children):
@@ -66,13 +73,14 @@ def main():
     for name, tool in runs:
         engine = None
         if tool is None:
-            first, second = counts(bidcost, children)
+            first, second, prof = counts(bidcost, children)
         else:
-            (first, second), engine = traced(tool, bidcost, children)
+            (first, second, prof), engine = traced(tool, bidcost, children)
         m = {"binary": tool, "engine": engine, "first": first, "second": second,
              "first_median": statistics.median(first),
              "second_median": statistics.median(second),
-             "extra_median": statistics.median(a - b for a, b in zip(first, second))}
+             "extra_median": statistics.median(a - b for a, b in zip(first, second)),
+             "second_profile": prof}
         res["modes"][name] = m
         print(f"bidcost: {name}: first {m['first_median']}, second {m['second_median']}, "
               f"first - second {m['extra_median']} (median of {children})", flush=True)

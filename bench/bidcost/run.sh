@@ -84,6 +84,13 @@ if "this" in modes and "compare" in modes:
     d = modes["this"]["extra_median"] - modes["compare"]["extra_median"]
     lines += ["", f"The first call's extra cost, this binary minus the compared one: {d:,.0f} "
               "instructions per new (process, user stack)."]
+    a, b = modes["this"]["second_profile"], modes["compare"]["second_profile"]
+    rows = sorted(set(a) | set(b), key=lambda k: -abs(a.get(k, 0) - b.get(k, 0)))[:15]
+    lines += ["", "The second call by kernel symbol (a profile window of a child that counted the",
+              "most frequent count; 40 symbols per profile), largest differences first:", "",
+              "| symbol | this | compare | this - compare |", "|---|---:|---:|---:|"]
+    lines += [f"| `{k}` | {a.get(k, 0):,} | {b.get(k, 0):,} | {a.get(k, 0) - b.get(k, 0):+,} |"
+              for k in rows]
 open(md, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
