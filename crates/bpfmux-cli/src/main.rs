@@ -3,6 +3,7 @@
 
 mod cmd;
 mod cmdline;
+mod debuginfod;
 mod input;
 mod out;
 mod parse;

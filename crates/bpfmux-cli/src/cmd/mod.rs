@@ -1,4 +1,3 @@
-pub mod debuginfod;
 pub mod features;
 pub mod inject;
 pub mod maps;

@@ -90,9 +90,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.debug_dir.is_empty() {
         sources.debug_dirs.clone_from(&args.debug_dir);
     }
-    sources.debuginfod = super::debuginfod::client(WHO, args.no_debuginfod);
+    sources.debuginfod = crate::debuginfod::client(WHO, args.no_debuginfod);
     let resolved = replay.resolve(&sources);
-    let mut tally = super::debuginfod::Tally::default();
+    let mut tally = crate::debuginfod::Tally::default();
     for o in &resolved.objects {
         let name = o.path.as_deref().unwrap_or("(unnamed file)");
         let id = o.build_id.as_deref().unwrap_or("none");

@@ -104,7 +104,7 @@ enum Target {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let addrs = Addrs::from_args(&args.addrs, true)?;
     let user = || {
-        let client = super::debuginfod::client(WHO, args.no_debuginfod);
+        let client = crate::debuginfod::client(WHO, args.no_debuginfod);
         Box::new(UserSymbolizer::default().with_debuginfod(client))
     };
     let mut target = match (args.pid, args.kernel, &args.file) {
@@ -156,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Ok(())
     });
     if let Target::User(_, u) | Target::File(_, u) = &target {
-        super::debuginfod::tell_answers(WHO, 0, u.debuginfod_answers());
+        crate::debuginfod::tell_answers(WHO, 0, u.debuginfod_answers());
     }
     if args.json {
         return json.end(&mut out, result);

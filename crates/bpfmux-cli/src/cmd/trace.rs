@@ -518,7 +518,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         verbose: args.verbose,
         kernel_lines,
         debuginfod: if args.stacks || args.errors {
-            super::debuginfod::client("bpfmux trace", args.no_debuginfod)
+            crate::debuginfod::client("bpfmux trace", args.no_debuginfod)
         } else {
             None
         },
@@ -780,7 +780,7 @@ pub(super) fn execute(
             shared.who, n.chains, n.stacks, n.objects, n.kernel_symbols
         );
     }
-    super::debuginfod::tell_answers(shared.who, shared.verbose, session.debuginfod_answers());
+    crate::debuginfod::tell_answers(shared.who, shared.verbose, session.debuginfod_answers());
     output.summary(&summary, fields)?;
     std::mem::take(exports).finish(shared.who, stacks, &summary)
 }
