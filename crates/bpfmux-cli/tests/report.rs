@@ -7,7 +7,7 @@
 use std::process::Command;
 
 use bpfmux::normalize::capture::CaptureCache;
-use bpfmux::symbolize::{KernelSymbolizer, SymResult, UserSymbolizer};
+use bpfmux::symbolize::{at_source, KernelSymbolizer, SymResult, UserSymbolizer};
 use bpfmux::trace::errors::{ChainCall, ErrorChain, RetValue};
 use bpfmux::trace::recording::{Header, Host, RecordedOptions, Writer, FORMAT, VERSION};
 use bpfmux::trace::summary::{FunctionTotals, StackSummary, Summary};
@@ -143,7 +143,23 @@ fn record(path: &std::path::Path) -> (Vec<String>, Vec<String>) {
         .unwrap()[0]
         .result
     {
-        SymResult::Symbol(s) => vec![format!("{}+{:#x}", s.name, s.offset)],
+        // The calls inlined there first, innermost first, then the frame,
+        // each with its line.
+        SymResult::Symbol(s) => s
+            .inlined
+            .iter()
+            .rev()
+            .map(|i| {
+                let at = at_source(i.file.as_deref(), i.line);
+                format!("{} (inlined){at}", i.name)
+            })
+            .chain([format!(
+                "{}+{:#x}{}",
+                s.name,
+                s.offset,
+                at_source(s.file.as_deref(), s.line)
+            )])
+            .collect(),
         other => panic!("{other:?}"),
     };
     let live_kernel = ksyms
@@ -173,7 +189,10 @@ fn report_prints_what_the_run_printed() {
     let d = Scratch::new("report-cli");
     let file = d.0.join("run.jsonl.gz");
     let (kernel, user) = record(&file);
-    assert!(user[0].contains("report_marker+0x0"), "{user:?}");
+    assert!(
+        user.iter().any(|l| l.contains("report_marker+0x0 at ")),
+        "{user:?}"
+    );
     // What the run's report prints for it, the stacks named live.
     let mut s = summary();
     let mut frames = kernel.clone();

@@ -1,7 +1,8 @@
 //! Write a recording (`bpfmux report FILE` reads it) of one stack of this
 //! very process, without tracing anything: the library's writer, as a tool
 //! of one's own would use it. Its user frames are two of this program's
-//! functions and libc's getpid, normalized while the process runs; its
+//! functions and libc's getpid (the two callers a few bytes in, where a
+//! return address would be), normalized while the process runs; its
 //! kernel frames the entry points of getpid as this kernel's kallsyms has
 //! them (read as root), a few bytes in.
 //!
@@ -50,7 +51,7 @@ fn run() -> anyhow::Result<()> {
     let mut cache = CaptureCache::default();
     let user = cache.normalize(
         std::process::id(),
-        &[leaf(), caller(), libc::getpid as *const () as u64],
+        &[leaf(), caller(), libc::getpid as *const () as u64 + 1],
     );
     let mut w = Writer::create(path.as_ref())?;
     w.write_header(&Header {

@@ -623,17 +623,32 @@ EXITED_CALLS = 3
 EXITED_LINGER_MS = 1000
 EXITED_CHAINS = {EXITED_CALLS: ["exited_b", "exited_a", "main"], 1: ["exited_b", "exited_c", "main"]}
 GETPGID_FUNC = "__x64_sys_getpgid"
+# Where exited_a and exited_c call exited_b (tests/guest/trace/exited-stack.c).
+EXITED_CALL_LINES = ["exited-stack.c:49", "exited-stack.c:54"]
+
+
+def user_frames(stack):
+    """The user frames of a summary stack, as printed, calls inlined there included."""
+    frames = stack.get("frames", [])
+    return frames[frames.index("--") + 1:] if "--" in frames else []
 
 
 def user_names(stack):
     """The function of each user frame of a summary stack ("name+0xoff" -> name)."""
-    frames = stack.get("frames", [])
-    user = frames[frames.index("--") + 1:] if "--" in frames else []
-    return [f.split("+")[0] for f in user]
+    return [f.split("+")[0] for f in user_frames(stack)]
 
 
 def getpgid_stacks(s):
     return [st for st in s.get("stacks") or [] if st.get("function") == GETPGID_FUNC]
+
+
+def check_call_lines(stacks, how):
+    """exited_a and exited_c at the line of their call of exited_b (a caller is looked up one
+    byte before its return address)."""
+    lines = sorted(re.sub(r".*/", "", f.split(" at ")[-1]) for st in stacks
+                   for f in user_frames(st)[1:2])
+    check(lines == EXITED_CALL_LINES, f"{how}: the callers' file:line {lines} "
+          f"(want {EXITED_CALL_LINES})")
 
 
 def check_exited_names(s, how):
@@ -643,6 +658,7 @@ def check_exited_names(s, how):
     want = sorted((n, chain) for n, chain in EXITED_CHAINS.items())
     check(got == want, f"{how}: getpgid user stacks {got} (want {want}; frames: "
           f"{[st.get('frames') for st in stacks]})")
+    check_call_lines(stacks, how)
     u = s.get("user_stacks") or {}
     check(u.get("during_run") is True and u.get("failures") == 0 and u.get("normalized", 0) > 0
           and u.get("cache_hits", 0) > 0,
@@ -720,6 +736,7 @@ def check_at_once_names(s, how):
     got = sorted((st.get("count"), user_names(st)[:3]) for st in stacks)
     want = sorted((n, chain) for n, chain in EXITED_CHAINS.items())
     check(got == want, f"{how}: getpgid user stacks {got} (want {want})")
+    check_call_lines(stacks, how)
     u = s.get("user_stacks") or {}
     check(u.get("failures", 0) == u.get("by_build_id", 0),
           f"{how}: every address not normalized in time was placed by build ID ({u})")

@@ -70,7 +70,10 @@ use super::engine::{EngineKind, ExitSide};
 use super::errors::{ChainCall, ChainRecord, ErrorChain, NullReturns, RetValue};
 use super::events::{self, Stacks};
 use super::program::TraceObject;
-use super::stacks::{kernel_frames, lines, Mechanism, Stack, StackFrame, UserStacks};
+use super::stacks::{
+    at_frame, caller_offset, caller_place, frames_text, kernel_frames, lines, Mechanism, Stack,
+    StackFrame, UserStacks,
+};
 use super::summary::{StackSummary, Summary, TOP_STACKS};
 use super::Tracer;
 use crate::normalize::capture::{CaptureCache, FileId, Frame, Place};
@@ -989,8 +992,8 @@ impl Replay {
         let all = self
             .chains
             .iter()
-            .flat_map(|c| &c.user)
-            .chain(self.stacks.iter().flat_map(|s| &s.user));
+            .map(|c| &c.user[..])
+            .chain(self.stacks.iter().map(|s| &s.user[..]));
         user.prepare(all);
         let stacks: Vec<Stack> = self
             .stacks
@@ -1031,7 +1034,7 @@ impl Replay {
                         .collect(),
                     overflow: c.overflow,
                     kernel_stack: lines(&kernel_frames(Some(&ksyms), &mech, None, &c.kernel)),
-                    user_stack: lines(&user.frames(&c.user)),
+                    user_stack: frames_text(&user.frames(&c.user)),
                 };
                 (chain, UNIX_EPOCH + Duration::from_nanos(c.wall_unix_ns))
             })
@@ -1218,12 +1221,19 @@ impl<'a> UserNames<'a> {
         }
     }
 
-    /// Looks up every file frame of `frames`, one batch per file.
-    fn prepare<'f>(&mut self, frames: impl Iterator<Item = &'f RecordedFrame>) {
+    /// Looks up every file frame of `stacks` (each innermost first), one
+    /// batch per file, where the live run looks them up (callers one byte
+    /// back: [`caller_offset`]).
+    fn prepare<'f>(&mut self, stacks: impl Iterator<Item = &'f [RecordedFrame]>) {
         let mut by_object: HashMap<u32, Vec<u64>> = HashMap::new();
-        for f in frames {
-            if let RecordedPlace::File { object, offset } = f.place {
-                by_object.entry(object).or_default().push(offset);
+        for frames in stacks {
+            for (i, f) in frames.iter().enumerate() {
+                if let RecordedPlace::File { object, offset } = f.place {
+                    by_object
+                        .entry(object)
+                        .or_default()
+                        .push(caller_offset(i, offset));
+                }
             }
         }
         for (id, mut offsets) in by_object {
@@ -1280,7 +1290,8 @@ impl<'a> UserNames<'a> {
     fn frames(&mut self, frames: &[RecordedFrame]) -> Vec<StackFrame> {
         let others: Vec<Frame> = frames
             .iter()
-            .filter_map(|f| {
+            .enumerate()
+            .filter_map(|(i, f)| {
                 let place = match f.place {
                     RecordedPlace::File { .. } => return None,
                     RecordedPlace::Vdso { offset, size } => Place::Vdso { offset, size },
@@ -1290,7 +1301,7 @@ impl<'a> UserNames<'a> {
                 };
                 Some(Frame {
                     addr: f.addr,
-                    place,
+                    place: caller_place(i, place),
                 })
             })
             .collect();
@@ -1304,14 +1315,15 @@ impl<'a> UserNames<'a> {
         .into_iter();
         frames
             .iter()
-            .map(|f| {
+            .enumerate()
+            .map(|(i, f)| {
                 let r = match f.place {
                     RecordedPlace::File { object, offset } => {
-                        self.names.get(&(object, offset)).cloned()
+                        self.names.get(&(object, caller_offset(i, offset))).cloned()
                     }
                     _ => named_others.next().flatten(),
                 };
-                StackFrame::new(f.addr, r)
+                StackFrame::new(f.addr, r.map(|r| at_frame(i, r)))
             })
             .collect()
     }

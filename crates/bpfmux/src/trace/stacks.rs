@@ -280,7 +280,7 @@ impl UserStacks {
 
     /// [`Self::frames`] as lines: `name+0xoff`, or the address.
     pub fn lines(&mut self, tgid: u32, id: u32, addrs: &[u64]) -> Vec<String> {
-        lines(&self.frames(tgid, id, addrs))
+        frames_text(&self.frames(tgid, id, addrs))
     }
 
     /// The lines of user stack `id` of `tgid` for an error chain, as it
@@ -320,7 +320,7 @@ impl UserStacks {
         let Some(frames) = self.chain_stacks.get(&key) else {
             return Vec::new();
         };
-        lines(&symbolized(&mut self.usyms, &self.cache, frames))
+        frames_text(&symbolized(&mut self.usyms, &self.cache, frames))
     }
 
     /// What was normalized, and how.
@@ -349,18 +349,80 @@ pub(crate) fn candidate_files(tgid: Option<u32>) -> Vec<PathBuf> {
     files
 }
 
-/// Normalized frames, symbolized.
-fn symbolized(
+/// Normalized frames, symbolized: the innermost at its address, every
+/// caller one byte back ([`caller_place`]).
+pub(crate) fn symbolized(
     usyms: &mut UserSymbolizer,
     cache: &CaptureCache,
     frames: &[Frame],
 ) -> Vec<StackFrame> {
-    let results = usyms.symbolize_captured(cache, frames);
+    let lookup: Vec<Frame> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Frame {
+            addr: f.addr,
+            place: caller_place(i, f.place),
+        })
+        .collect();
+    let results = usyms.symbolize_captured(cache, &lookup);
     frames
         .iter()
         .zip(results)
-        .map(|(f, r)| StackFrame::new(f.addr, r))
+        .enumerate()
+        .map(|(i, (f, r))| StackFrame::new(f.addr, r.map(|r| at_frame(i, r))))
         .collect()
+}
+
+/// Where frame `i` of a user stack (innermost first) is looked up: the
+/// innermost where it is, a caller's return address one byte back, in
+/// the call it returns from (the line of the call, the function of the
+/// call even when the call is the last instruction of its function).
+pub(crate) fn caller_place(i: usize, place: Place) -> Place {
+    match place {
+        Place::File { file, offset } if i > 0 && offset > 0 => Place::File {
+            file,
+            offset: offset - 1,
+        },
+        Place::Vdso { offset, size } if i > 0 && offset > 0 => Place::Vdso {
+            offset: offset - 1,
+            size,
+        },
+        other => other,
+    }
+}
+
+/// The offset frame `i` of a user stack is looked up at (see
+/// [`caller_place`]).
+pub(crate) fn caller_offset(i: usize, offset: u64) -> u64 {
+    if i > 0 {
+        offset.saturating_sub(1)
+    } else {
+        offset
+    }
+}
+
+/// What frame `i` was looked up as, said of its own address again: a
+/// caller's offsets one byte further (see [`caller_place`]).
+pub(crate) fn at_frame(i: usize, r: SymResult) -> SymResult {
+    if i == 0 {
+        return r;
+    }
+    match r {
+        SymResult::Symbol(mut s) => {
+            s.offset += 1;
+            SymResult::Symbol(s)
+        }
+        SymResult::NoSymbol {
+            module,
+            file_offset,
+            reason,
+        } => SymResult::NoSymbol {
+            module,
+            file_offset: file_offset + 1,
+            reason,
+        },
+        SymResult::Unmapped => SymResult::Unmapped,
+    }
 }
 
 /// A stack the programs counted: the traced function, the process, how
@@ -480,12 +542,13 @@ pub(crate) fn lines(frames: &[StackFrame]) -> Vec<String> {
     frames.iter().map(StackFrame::line).collect()
 }
 
-/// Kernel frames as lines: [`StackFrame::line`], and where the kernel's
-/// vmlinux gave source lines ([`crate::symbolize::KernelLines`]), `at
-/// FILE:LINE` after it, preceded by the calls inlined at the address,
-/// innermost first, as frames of their own (`NAME (inlined) at
-/// FILE:LINE`): the stack as the source reads it.
-pub(crate) fn kernel_text(frames: &[StackFrame]) -> Vec<String> {
+/// Frames as lines: [`StackFrame::line`], and where DWARF gave source
+/// lines (a user file's, or the kernel's vmlinux: see
+/// [`crate::symbolize::KernelLines`]), `at FILE:LINE` after it, preceded
+/// by the calls inlined at the address, innermost first, as frames of
+/// their own (`NAME (inlined) at FILE:LINE`): the stack as the source
+/// reads it.
+pub(crate) fn frames_text(frames: &[StackFrame]) -> Vec<String> {
     let mut out = Vec::with_capacity(frames.len());
     for f in frames {
         let FrameName::Symbol(s) = &f.name else {
@@ -687,14 +750,14 @@ pub(crate) fn kernel_frames(
 }
 
 /// Kernel frames as lines (addresses without a symbol table), as
-/// [`kernel_frames`] makes them and [`kernel_text`] writes them.
+/// [`kernel_frames`] makes them and [`frames_text`] writes them.
 pub(crate) fn kernel_lines(
     ksyms: Option<&KernelSymbolizer>,
     mech: &Mechanism,
     func: Option<usize>,
     kernel: &[u64],
 ) -> Vec<String> {
-    kernel_text(&kernel_frames(ksyms, mech, func, kernel))
+    frames_text(&kernel_frames(ksyms, mech, func, kernel))
 }
 
 #[cfg(test)]
@@ -1029,6 +1092,42 @@ ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
         assert_eq!(u.totals().at_end, 2);
     }
 
+    /// Callers are looked up one byte back and said of their own address:
+    /// a return address just past a function's last call names that
+    /// function, not the next one.
+    #[test]
+    fn callers_are_looked_up_one_byte_back() {
+        let here = callers_are_looked_up_one_byte_back as *const () as u64;
+        let frames = CaptureCache::default().normalize(std::process::id(), &[here]);
+        let Place::File { file, .. } = frames[0].place else {
+            panic!("{frames:?}")
+        };
+        let at = |offset| Place::File { file, offset };
+        assert_eq!(caller_place(0, at(0x40)), at(0x40));
+        assert_eq!(caller_place(1, at(0x40)), at(0x3f));
+        assert_eq!(caller_place(1, at(0)), at(0));
+        assert_eq!(
+            caller_place(2, Place::Vdso { offset: 8, size: 2 }),
+            Place::Vdso { offset: 7, size: 2 }
+        );
+        assert_eq!(caller_place(3, Place::Unknown), Place::Unknown);
+        assert_eq!((caller_offset(0, 9), caller_offset(1, 9)), (9, 8));
+        let sym = |offset| {
+            SymResult::Symbol(Symbol {
+                name: "f".into(),
+                offset,
+                kind: crate::symbolize::SymbolKind::Function,
+                file: None,
+                line: None,
+                module: None,
+                inlined: vec![],
+            })
+        };
+        assert_eq!(at_frame(0, sym(4)), sym(4));
+        assert_eq!(at_frame(1, sym(4)), sym(5));
+        assert_eq!(at_frame(1, SymResult::Unmapped), SymResult::Unmapped);
+    }
+
     /// Error chains' stacks are named as they come and kept in a cache of
     /// their own, bounded however many processes fail.
     #[test]
@@ -1044,12 +1143,20 @@ ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
         let n = CHAIN_STACKS_KEPT as u32 + 10;
         for id in 0..n {
             let lines = u.chain_lines_with(me, id, || vec![addr], || None);
-            assert!(lines[0].contains("chain_marker+0x0"), "{lines:?}");
+            // After the calls inlined there (black_box), with its line.
+            let own = lines.iter().find(|l| !l.contains(" (inlined)"));
+            assert!(
+                own.is_some_and(|l| l.contains("chain_marker+0x0 at ")),
+                "{lines:?}"
+            );
             assert!(u.chain_stacks.len() <= CHAIN_STACKS_KEPT);
         }
         // Asked again while kept: not normalized again (no addresses).
         let again = u.chain_lines_with(me, n - 1, Vec::new, || None);
-        assert!(again[0].contains("chain_marker"), "{again:?}");
+        assert!(
+            again.iter().any(|l| l.contains("chain_marker")),
+            "{again:?}"
+        );
         assert_eq!(u.totals().stacks, u64::from(n));
         assert!(u.captured.is_empty());
     }

@@ -8,7 +8,7 @@ use super::errors::ErrorTotals;
 use super::events::FuncStats;
 use super::graph::GraphNode;
 use super::output::percentile;
-use super::stacks::{kernel_text, lines, Stack, UserStackTotals};
+use super::stacks::{frames_text, Stack, UserStackTotals};
 
 /// How many of the busiest stacks the summary symbolizes.
 pub const TOP_STACKS: usize = 10;
@@ -242,19 +242,20 @@ pub struct StackSummary {
     /// The process (thread group) that made the calls.
     pub pid: u32,
     /// Kernel frames, then `--` and user frames when there are any:
-    /// `name+0xoff`, or the address when it has no symbol; kernel frames
-    /// with source lines from a vmlinux as `name+0xoff at FILE:LINE`, after
-    /// the calls inlined there (`name (inlined) at FILE:LINE`).
+    /// `name+0xoff`, or the address when it has no symbol; frames with
+    /// source lines (user files' DWARF, a vmlinux for kernel frames) as
+    /// `name+0xoff at FILE:LINE`, after the calls inlined there (`name
+    /// (inlined) at FILE:LINE`).
     pub frames: Vec<String>,
 }
 
 impl From<&Stack> for StackSummary {
     /// Kernel frames, then `--` and the user frames when there are any.
     fn from(s: &Stack) -> Self {
-        let mut frames = kernel_text(&s.kernel);
+        let mut frames = frames_text(&s.kernel);
         if !s.user.is_empty() {
             frames.push("--".into());
-            frames.extend(lines(&s.user));
+            frames.extend(frames_text(&s.user));
         }
         Self {
             function: s.function.clone(),
