@@ -45,10 +45,7 @@
 //! the same [`Place::File`]s, the file found by its build ID among the
 //! files seen so far and the *candidates* the caller names
 //! ([`CaptureCache::add_candidates`]: the traced command's executable, the
-//! tool's own libraries), then among the files every live process maps
-//! executable (read at most once per round, and only for a build ID found
-//! nowhere else: a parent that spawns short-lived children of its own
-//! program maps it), or else known by its build ID alone (an address
+//! tool's own libraries), or else known by its build ID alone (an address
 //! here; a recording keeps the build ID and offset, which `bpfmux report`
 //! names from a debuginfod server that has the file itself). Those in a
 //! file found here are counted in [`CaptureStats::by_build_id`].
@@ -312,9 +309,6 @@ pub struct CaptureCache {
     by_build_id: HashMap<BuildId, FileId>,
     /// Files that may have build IDs asked for, and theirs once read.
     candidates: Vec<(PathBuf, Option<Option<BuildId>>)>,
-    /// The round in which every process's files were last added to the
-    /// candidates.
-    live_scan_round: u64,
     round: u64,
     clock: u64,
     stats: CaptureStats,
@@ -345,7 +339,6 @@ impl CaptureCache {
             kept_files: 0,
             by_build_id: HashMap::new(),
             candidates: Vec::new(),
-            live_scan_round: 0,
             round: 1,
             clock: 0,
             stats: CaptureStats::default(),
@@ -488,34 +481,20 @@ impl CaptureCache {
             .position(|f| f.build_id.is_some_and(|b| same_build_id(&b, &id)));
         let f = match seen {
             Some(i) => FileId(i as u32),
-            None => self
-                .candidate_file(id)
-                .or_else(|| self.live_file(id))
-                .unwrap_or_else(|| {
-                    self.push_file(CapturedFile {
-                        name: None,
-                        dev: (0, 0),
-                        inode: 0,
-                        build_id: Some(id),
-                        kept: Err(
-                            "the process was gone, and no file seen here has its build ID".into(),
-                        ),
-                    })
-                }),
+            None => self.candidate_file(id).unwrap_or_else(|| {
+                self.push_file(CapturedFile {
+                    name: None,
+                    dev: (0, 0),
+                    inode: 0,
+                    build_id: Some(id),
+                    kept: Err(
+                        "the process was gone, and no file seen here has its build ID".into(),
+                    ),
+                })
+            }),
         };
         self.by_build_id.insert(id, f);
         f
-    }
-
-    /// The file with build ID `id` among those live processes map now, if
-    /// they were not looked at yet this round.
-    fn live_file(&mut self, id: BuildId) -> Option<FileId> {
-        if self.live_scan_round == self.round {
-            return None;
-        }
-        self.live_scan_round = self.round;
-        self.add_candidates(live_exec_files());
-        self.candidate_file(id)
     }
 
     /// The candidate file with build ID `id`, opened and added.
@@ -679,24 +658,6 @@ pub(crate) fn exec_files(pid: &str) -> Vec<PathBuf> {
                 .then(|| PathBuf::from(path))
         })
         .collect();
-    out.dedup();
-    out
-}
-
-/// The files every process maps executable now, each once.
-fn live_exec_files() -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = dir
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            name.bytes().all(|b| b.is_ascii_digit()).then_some(name)
-        })
-        .flat_map(|pid| exec_files(&pid))
-        .collect();
-    out.sort();
     out.dedup();
     out
 }
@@ -984,55 +945,5 @@ mod tests {
         let mut again = [unknown(0x50)];
         c.from_build_ids(&mut again, &bid[..1]);
         assert!(matches!(again[0].place, Place::File { file: f, .. } if f == file));
-    }
-
-    /// A build ID no candidate has is looked for among the files live
-    /// processes map: here a copy of `sleep` only a child runs.
-    #[test]
-    fn a_build_id_is_found_in_what_live_processes_map() {
-        let dir = std::env::temp_dir().join(format!("bpfmux-live-bid-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join("sleeper");
-        std::fs::copy("/usr/bin/sleep", &exe).unwrap();
-        let id = read_build_id(&File::open(&exe).unwrap()).unwrap().unwrap();
-        let mut c = CaptureCache::default();
-        // ETXTBSY while another test thread's fork holds the copy open.
-        let mut child = (0..200)
-            .find_map(
-                |_| match std::process::Command::new(&exe).arg("30").spawn() {
-                    Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
-                        std::thread::sleep(std::time::Duration::from_millis(10));
-                        None
-                    }
-                    r => Some(r.unwrap()),
-                },
-            )
-            .expect("the copy runs");
-        // Mapped once exec is done.
-        let maps = format!("/proc/{}/maps", child.id());
-        for _ in 0..400 {
-            if std::fs::read_to_string(&maps).is_ok_and(|m| m.contains("sleeper")) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        let mut frames = [Frame {
-            addr: 0x10,
-            place: Place::Unknown,
-        }];
-        let bid = [BuildIdFrame::File {
-            build_id: id,
-            offset: 0x40,
-        }];
-        c.from_build_ids(&mut frames, &bid);
-        let _ = child.kill();
-        let _ = child.wait();
-        let _ = std::fs::remove_dir_all(&dir);
-        let Place::File { file, offset: 0x40 } = frames[0].place else {
-            panic!("{frames:?}")
-        };
-        assert_eq!(c.file(file).unwrap().name(), Some(exe.as_path()));
-        assert_eq!(c.stats().by_build_id, 1);
     }
 }
