@@ -417,4 +417,16 @@ fn sym_names_a_stripped_program_from_debuginfod() {
     assert!(!by_file(&file_sym(&exe, &["--no-debuginfod"], vaddr + 1)));
     let out = file_sym(&exe, &[], vaddr + 1);
     assert!(by_file(&out), "{out}");
+    // A file that is not ELF is refused up front, not answered "??".
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfmux"))
+        .args(["sym", "--file"])
+        .arg(&src)
+        .arg("0x1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && out.stdout.is_empty() && err.contains("not an ELF file"),
+        "{err}"
+    );
 }

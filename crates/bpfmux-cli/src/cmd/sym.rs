@@ -115,6 +115,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if !meta.is_file() {
                 bail!("{}: not a regular file", path.display());
             }
+            bpfmux::symbolize::elf_table::load_segments(path)
+                .with_context(|| format!("{}: not an ELF file bpfmux can read", path.display()))?;
             Target::File(path.clone(), user())
         }
         (None, true, None) => {
