@@ -29,8 +29,10 @@ on ours && km=
 # not_ours CMD...: run CMD except on our kernel
 not_ours() { on ours || "$@"; }
 
-# Every kernel: the -c command gets none of bpfmux's descriptors.
+# Every kernel: the -c command gets none of bpfmux's descriptors, and bpfmux opens no
+# file while it runs (one would meet a traced openat path: trace-own-opens).
 run trace-fds tc fds auto
+run trace-own-opens tc own-opens auto
 
 # Our kernel: the series' global trampoline (fsession.multi for the exit side: the
 # summary must say so), and the automatic choice must take it.

@@ -710,9 +710,6 @@ pub(super) fn execute(
         Err(e) => return Err(e.into()),
     };
     output.report().attached(&tracer)?;
-    if let Some(c) = child.as_mut() {
-        c.release()?;
-    }
     let interval = Duration::from_secs_f64(w.interval);
     let duration = w.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
     let run = RunOptions {
@@ -721,9 +718,12 @@ pub(super) fn execute(
         kernel_lines: shared.kernel_lines.clone(),
         debuginfod: shared.debuginfod.clone(),
     };
+    // The session opens what it reads during the run before the command
+    // starts: the command's calls then do not meet bpfmux's own.
     let mut session = Session::new(tracer, run);
-    if let Some(c) = &child {
+    if let Some(c) = child.as_mut() {
         session.add_stack_files(c.programs.iter().cloned());
+        c.release()?;
     }
     let recording = exports.take_recording();
     let recording_path = recording.as_ref().map(|w| w.path().display().to_string());

@@ -104,7 +104,19 @@ impl KernelSymbolizer {
     /// the kernel tells this process (`bpf(2)` program info; without it,
     /// a program is taken to run to the next symbol, as others are).
     pub fn load() -> Result<Self, KallsymsError> {
-        let mut k = Self::parse(&std::fs::read_to_string("/proc/kallsyms")?)?;
+        Self::read_from(std::fs::File::open("/proc/kallsyms")?)
+    }
+
+    /// As [`KernelSymbolizer::load`], from /proc/kallsyms opened earlier:
+    /// the symbols are those of the time of the read (the kernel lists
+    /// them as they are read), so a tracer can open the file before it
+    /// attaches and read it afterwards, on another thread, without opening
+    /// a file while its programs run.
+    pub fn read_from(mut file: std::fs::File) -> Result<Self, KallsymsError> {
+        use std::io::Read;
+        let mut text = String::new();
+        file.read_to_string(&mut text)?;
+        let mut k = Self::parse(&text)?;
         k.bound_bpf_functions(&bpf_functions());
         Ok(k)
     }

@@ -159,6 +159,13 @@ impl Notes {
         } else {
             format!("{p}nothing lost (ring buffers, stacks, nesting, recursion guard)")
         });
+        if l.recursion_misses > 0 {
+            lines.push(format!(
+                "{p}the guard turns calls away before a program runs, so before any process \
+                 filter: they may be calls of processes this run does not trace (one made \
+                 on a CPU where a program of the run was preempted is turned away too)"
+            ));
+        }
         if let Some(why) = s
             .preemptible_reads
             .as_deref()

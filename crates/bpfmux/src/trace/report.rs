@@ -868,6 +868,14 @@ pub(crate) mod tests {
                  skipped by the kernel's recursion guard"
             )
         );
+        assert!(
+            said.text()
+                .lines()
+                .nth(2)
+                .is_some_and(|l| l.contains("before any process filter")),
+            "{}",
+            said.text()
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ use super::summary::{
 };
 use super::{Error, Tracer};
 use crate::symbolize::debuginfod::Debuginfod;
-use crate::symbolize::{DebuginfodAnswer, KernelLines, KernelSymbolizer};
+use crate::symbolize::{DebuginfodAnswer, KallsymsError, KernelLines, KernelSymbolizer};
 use crate::sys::sched::Unpreempted;
 
 /// How long a run lasts, how often it reports, and how it names kernel
@@ -93,6 +93,9 @@ pub struct Session {
 
 impl Session {
     /// A session over an attached tracer (see [`super::Plan::attach`]).
+    /// Files the run reads as it goes (/proc/kallsyms) are opened here:
+    /// create the session before a traced command starts, so that its
+    /// calls of traced functions do not meet this process's own.
     pub fn new(tracer: Tracer, run: RunOptions) -> Self {
         let during_run = !tracer.opts.user_stacks_at_end;
         // Now, while the trampolines are attached and in kallsyms.
@@ -236,12 +239,25 @@ impl Session {
             }
             // Chains' stacks and the stack scan read maps.
             let reading = unpreempted();
-            for c in pending_chains.borrow_mut().drain(..) {
-                // NULL-only chains are counted and left out before their
-                // stacks are symbolized.
-                if !tally.admit(nulls, &c, class) {
-                    continue;
+            // NULL-only chains are counted and left out before their
+            // stacks are symbolized.
+            let admitted: Vec<ChainRecord> = pending_chains
+                .borrow_mut()
+                .drain(..)
+                .filter(|c| tally.admit(nulls, c, class))
+                .collect();
+            // User frames first: the kernel's names may still be read on
+            // their thread (seconds under emulation), and a process that
+            // exits meanwhile could no longer be normalized.
+            if t.opts.ustack {
+                ustacks.scan(t.object(), last)?;
+            }
+            for c in &admitted {
+                if let Some(id) = c.ustack {
+                    ustacks.capture_chain(t.object(), c.tgid, id);
                 }
+            }
+            for c in admitted {
                 let names = kernel.get();
                 if let Some(chain) = resolver.resolve(&c, funcs, t.object(), ustacks, names) {
                     chains += 1;
@@ -251,9 +267,6 @@ impl Session {
                     }
                     report.error_chain(&chain).map_err(Error::Report)?;
                 }
-            }
-            if t.opts.ustack {
-                ustacks.scan(t.object(), last)?;
             }
             drop(reading);
             Ok(())
@@ -469,16 +482,27 @@ struct KernelNames {
 
 impl KernelNames {
     fn start(funcs: Vec<super::Func>, lines: Option<Arc<KernelLines>>) -> Self {
-        let pending = std::thread::spawn(move || match KernelSymbolizer::load() {
-            Ok(k) => {
-                let mech = Mechanism::new(&k, &funcs);
-                let k = match lines {
-                    Some(l) => k.with_lines(l),
-                    None => k,
-                };
-                (Some(k), mech)
+        // Opened here, read on the thread: the open is the caller's, made
+        // before the traced command runs (a traced `openat` path must not
+        // meet this process's own open while a program of the run is
+        // preempted on that CPU: the kernel's recursion guard would turn
+        // that call away and count it).
+        let file = std::fs::File::open("/proc/kallsyms");
+        let pending = std::thread::spawn(move || {
+            match file
+                .map_err(KallsymsError::from)
+                .and_then(KernelSymbolizer::read_from)
+            {
+                Ok(k) => {
+                    let mech = Mechanism::new(&k, &funcs);
+                    let k = match lines {
+                        Some(l) => k.with_lines(l),
+                        None => k,
+                    };
+                    (Some(k), mech)
+                }
+                Err(_) => (None, Mechanism::default()),
             }
-            Err(_) => (None, Mechanism::default()),
         });
         Self {
             pending: Some(pending),

@@ -287,13 +287,42 @@ impl UserStacks {
     /// comes: normalized now unless it was, and kept (in a cache of at most
     /// [`CHAIN_STACKS_KEPT`]) for the next chain of the same stack.
     pub fn chain_lines(&mut self, obj: &TraceObject, tgid: u32, id: u32) -> Vec<String> {
+        self.capture_chain(obj, tgid, id);
+        self.chain_lines_with(tgid, id, Vec::new, || None)
+    }
+
+    /// Normalizes user stack `id` of `tgid` for an error chain unless it
+    /// was: a session does it for a turn's chains before it waits for the
+    /// kernel's names, so that a process exiting meanwhile keeps its frames.
+    pub fn capture_chain(&mut self, obj: &TraceObject, tgid: u32, id: u32) {
         // A stack that cannot be read shows as nothing, as before.
-        self.chain_lines_with(
+        self.capture_chain_with(
             tgid,
             id,
             || events::stack_addrs(obj, id).unwrap_or_default(),
             || events::ustack_build_ids(obj, tgid, id).ok().flatten(),
-        )
+        );
+    }
+
+    /// [`Self::capture_chain`], the stack's addresses from `addrs` when
+    /// they are needed.
+    fn capture_chain_with(
+        &mut self,
+        tgid: u32,
+        id: u32,
+        addrs: impl FnOnce() -> Vec<u64>,
+        bids: impl FnOnce() -> Option<Vec<BuildIdFrame>>,
+    ) {
+        let key = (tgid, id);
+        if self.captured.contains_key(&key) || self.chain_stacks.contains_key(&key) {
+            return;
+        }
+        if self.chain_stacks.len() >= CHAIN_STACKS_KEPT {
+            self.chain_stacks.clear();
+        }
+        let frames = self.normalize(tgid, &addrs(), bids);
+        self.chain_normalized += 1;
+        self.chain_stacks.insert(key, frames);
     }
 
     /// [`Self::chain_lines`], the stack's addresses from `addrs` when
@@ -309,14 +338,7 @@ impl UserStacks {
         if self.captured.contains_key(&key) {
             return self.lines(tgid, id, &[]);
         }
-        if !self.chain_stacks.contains_key(&key) {
-            if self.chain_stacks.len() >= CHAIN_STACKS_KEPT {
-                self.chain_stacks.clear();
-            }
-            let frames = self.normalize(tgid, &addrs(), bids);
-            self.chain_normalized += 1;
-            self.chain_stacks.insert(key, frames);
-        }
+        self.capture_chain_with(tgid, id, addrs, bids);
         let Some(frames) = self.chain_stacks.get(&key) else {
             return Vec::new();
         };
@@ -1169,9 +1191,13 @@ ffffffffc0105000 t bpf_global_thunks_r1_1\t[bpf]
             .unwrap();
         let pid = c.id().to_string();
         let mut files = Vec::new();
+        // The loader maps the program first and libc a moment later.
+        let has = |files: &[PathBuf], part: &str| {
+            files.iter().any(|f| f.to_string_lossy().contains(part))
+        };
         for _ in 0..100 {
             files = exec_files(&pid);
-            if files.iter().any(|f| f.ends_with("sleep")) {
+            if has(&files, "sleep") && has(&files, "libc") {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
