@@ -4,9 +4,9 @@
 # traced function; XDP chain calls) on
 # the KASAN build of our kernel. vm/run fails the run on any KASAN report (or other splat) in the console.
 # The KASAN guest is several times slower than the normal one; not part of 'make test'.
-# Then the UAPI fuzzer (suite part 27, issue 41) with more operations, a boot per seed:
+# Then the UAPI fuzzer (suite part 27) with more operations, a boot per seed:
 # UAPI_FUZZ_OPS operations (default 10000) at each seed of UAPI_FUZZ_SEEDS (default "1").
-# `tests/guest/kasan.sh fuzz` runs the fuzzer alone; the long run of issue 41, a million
+# `tests/guest/kasan.sh fuzz` runs the fuzzer alone; the long run, a million
 # operations: UAPI_FUZZ_OPS=100000 UAPI_FUZZ_SEEDS="$(seq -s ' ' 1 10)" tests/guest/kasan.sh fuzz
 set -uo pipefail
 only_fuzz=0

@@ -1,4 +1,4 @@
-# Global-trampoline backend of the tracing multi-link (kernel series, issue 5): on our kernel
+# Global-trampoline backend of the tracing multi-link (kernel series): on our kernel
 # every behaviour; on stock 7.3.4 the flag must be refused with EINVAL (what user space
 # probes for). 6.12 has no tracing multi-link at all. gtramp-ipmodify loads the test module
 # build/guest/gtramp_kmod.ko (an IPMODIFY ftrace user, like livepatch); gtramp-ipmodify-peer
@@ -10,7 +10,7 @@
 # gtramp-detach-nofail detaches global links (a few hundred functions, fentry and fexit;
 # every safe function) with this thread's __GFP_NOFAIL allocations traced (tracefs kmem
 # events) and every other allocation failing (failslab, fail_page_alloc): none may be
-# __GFP_NOFAIL, and the functions must come back to their own code (issue 41, D7).
+# __GFP_NOFAIL, and the functions must come back to their own code.
 # gtramp-counter-fault fails only the in-flight counters' allocation (its stack filter).
 if on ours; then
 	run gtramp-basic "$bin/gtramp" basic 1000

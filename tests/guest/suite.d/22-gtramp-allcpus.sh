@@ -1,4 +1,4 @@
-# The global trampoline's attach/detach loop with the workers on both vCPUs (issue 24).
+# The global trampoline's attach/detach loop with the workers on both vCPUs.
 # tests/guest/run.sh boots this part under single-threaded TCG (vm/run --single-thread):
 # with multi-threaded TCG, patching call sites that the other vCPU is executing dies of an
 # unclaimed int3, stock kernels too (bench/int3/run.sh measures it; kernel/README

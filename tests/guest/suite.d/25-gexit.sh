@@ -1,5 +1,5 @@
-# fexit.multi, fmod_ret.multi and fsession.multi on the global trampoline (kernel series,
-# issue 6): only our kernel has BPF_MODIFY_RETURN_MULTI and the global backend's origin call.
+# fexit.multi, fmod_ret.multi and fsession.multi on the global trampoline (kernel series):
+# only our kernel has BPF_MODIFY_RETURN_MULTI and the global backend's origin call.
 if on ours; then
 	run gexit-fexit "$bin/gexit" fexit 500
 	run gexit-fmodret "$bin/gexit" fmodret 200

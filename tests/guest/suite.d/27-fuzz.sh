@@ -1,4 +1,4 @@
-# The series' UAPI fuzzed (issue 41, tests/guest/fuzz/uapi-fuzz.c): tracing multi-links
+# The series' UAPI fuzzed (tests/guest/fuzz/uapi-fuzz.c): tracing multi-links
 # of every kind on both backends, the XDP chain commands, and gtramp_kmod.ko (an
 # IPMODIFY ftrace user) coming and going, from three threads on shared fds. Every
 # refusal must be a documented errno, link info and enumeration must match, nothing may

@@ -1,4 +1,4 @@
-# `bpfmux trace '*'` on every traceable function (issue 26): one link per BTF object
+# `bpfmux trace '*'` on every traceable function: one link per BTF object
 # (with --errors too on the global engine, whose exit side refuses some prototypes)
 # where the engine allows, no function refused at attach (the selection predicts the
 # kernel), counts that leave out the attach's own text patching, whole progress lines on a

@@ -1,4 +1,4 @@
-# Batch symbol lookup (kernel series, issue 8): kprobe.multi attach by name must resolve every
+# Batch symbol lookup (kernel series): kprobe.multi attach by name must resolve every
 # request exactly as the linear kallsyms scan does (batchsym checks the kernel against a
 # userspace model of that scan) and fail with the same errno for missing, untraceable and
 # repeated names. The same program and expectations run on our kernel (per-name lookups for

@@ -1,4 +1,4 @@
-# Kernel XDP chain calls (kernel series, issue 7): on our kernel every behaviour of
+# Kernel XDP chain calls (kernel series): on our kernel every behaviour of
 # BPF_PROG_CHAIN_ADD/DEL/GET; on stock kernels the three commands must be refused with
 # EINVAL, which is what user space (bpfmux xdp) probes for before falling back to its
 # freplace dispatcher.
