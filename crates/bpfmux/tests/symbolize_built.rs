@@ -54,8 +54,12 @@ impl Running {
     fn start(exe: &Path) -> Self {
         let c = Command::new(exe).spawn().unwrap();
         let me = Self(c);
+        // Until the exec, the child is this test's copy (its exe and maps).
+        let want = exe.canonicalize().unwrap();
+        let execd =
+            || std::fs::read_link(format!("/proc/{}/exe", me.0.id())).ok() == Some(want.clone());
         for _ in 0..400 {
-            if me.load_bias().is_some() {
+            if execd() && me.load_bias().is_some() {
                 return me;
             }
             std::thread::sleep(std::time::Duration::from_millis(5));

@@ -580,6 +580,13 @@ impl CaptureCache {
         let Ok(pin) = Pin::take(pid) else {
             return false;
         };
+        // The pin is the maps file the normalizer reads: it gets a copy of
+        // the descriptor instead of opening the file again.
+        if let Pin::Maps(maps) = &pin {
+            if let Ok(copy) = maps.try_clone() {
+                self.normalizer.keep_maps(pid, copy);
+            }
+        }
         if self.processes.len() >= MAX_PROCESSES {
             if let Some(old) = least_recently_used(&self.processes, |p| p.last_used) {
                 self.drop_process(old);
@@ -757,6 +764,7 @@ mod tests {
             }
         );
         let calls = c.kernel_calls();
+        assert_eq!(calls.opens, 0, "the normalizer reads the pin's maps file");
         // Same round: no check of the pin either.
         let again = c.normalize(w.pid(), &[addr + 1, addr]);
         assert_eq!(c.kernel_calls(), calls, "a hit asks the kernel nothing");

@@ -221,6 +221,16 @@ impl Normalizer {
         self.last_backend
     }
 
+    /// Keeps `maps`, a `/proc/<pid>/maps` descriptor opened after `pid` was
+    /// found to have exec'd since its fork, as if a call had opened it: the
+    /// next call reads it instead of opening the file (and reading `stat`)
+    /// again. Without `keep_maps_open`, it is closed.
+    pub(crate) fn keep_maps(&mut self, pid: u32, maps: File) {
+        if self.opts.keep_maps_open {
+            self.kept.put(pid, maps);
+        }
+    }
+
     /// Drops everything kept about `pid`: the open maps file, cached VMAs
     /// and build IDs (e.g. after it exits or remaps memory).
     pub fn forget(&mut self, pid: u32) {
@@ -576,29 +586,36 @@ fn open_maps(pid: u32) -> Result<File, NormalizeError> {
 /// the process may have put a FIFO or a device where its file was (e.g.
 /// at `lib.so (deleted)`), and opening one of those can block forever.
 pub fn mapped_file_path(pid: u32, m: &Mapping) -> Option<PathBuf> {
+    mapped_file(pid, m).map(|(path, _)| path)
+}
+
+/// Opens the file behind a mapping (see [`mapped_file_path`]).
+pub fn open_mapped_file(pid: u32, m: &Mapping) -> Option<File> {
+    mapped_file(pid, m).map(|(_, file)| file)
+}
+
+/// [`mapped_file_path`] and the file it opened (each path is opened once).
+fn mapped_file(pid: u32, m: &Mapping) -> Option<(PathBuf, File)> {
     use std::os::unix::fs::MetadataExt;
     if !m.is_file_backed() {
         return None;
     }
+    let opened = |p: PathBuf| open_regular(&p).ok().map(|f| (p, f));
     let via_map_files = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
-    if open_regular(&via_map_files).is_ok() {
-        return Some(via_map_files);
+    if let Some(found) = opened(via_map_files) {
+        return Some(found);
     }
     let name = m.name.as_ref()?;
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let mut candidates = mapping::unescaped_candidates(name)
         .into_iter()
         .filter_map(|p| Some(root.join(p.strip_prefix("/").ok()?)));
-    let verbatim = candidates.next()?;
-    if open_regular(&verbatim).is_ok() {
-        return Some(verbatim);
+    if let Some(found) = opened(candidates.next()?) {
+        return Some(found);
     }
-    candidates.find(|p| std::fs::metadata(p).is_ok_and(|md| md.is_file() && md.ino() == m.inode))
-}
-
-/// Opens the file behind a mapping (see [`mapped_file_path`]).
-pub fn open_mapped_file(pid: u32, m: &Mapping) -> Option<File> {
-    open_regular(&mapped_file_path(pid, m)?).ok()
+    candidates
+        .find(|p| std::fs::metadata(p).is_ok_and(|md| md.is_file() && md.ino() == m.inode))
+        .and_then(opened)
 }
 
 /// Opens `path` for reading only if it is a regular file: anything else is
